@@ -123,8 +123,25 @@ def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | N
     """A v12-v17 request without tagged fields read by unpacks: librdkafka since 2.5 (KIP-951)
     sends v16, Java consumers v17. Compact lengths must be one byte (under 128 topics,
     partitions and bytes of a name) and no tagged field may be present (a follower's
-    ReplicaState, a v17 directory id): anything else is None, for the field-by-field path."""
+    ReplicaState, a v17 directory id): anything else is None, for the field-by-field path.
+
+    A v15+ Fetch naming one partition of one topic, forgetting nothing, with no rack id (a
+    librdkafka consumer's usual fetch) is one unpack, no loop or compact-count frames; any other
+    goes to the arrays (`_decode_flexible_request_arrays`)."""
     view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
+    if version >= 15 and len(view) >= _ONE_PARTITION_FLEXIBLE_SIZE:
+        max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch, n_topics, raw_id, n, \
+            index, epoch, offset, last_fetched, log_start, partition_max, *tail = _ONE_PARTITION_FLEXIBLE.unpack_from(view)
+        if n_topics == 2 and n == 2 and tail == _ONE_PARTITION_FLEXIBLE_TAIL:
+            partition = new_fetch_partition((index, offset, partition_max, log_start, epoch, last_fetched, ZERO_UUID))
+            topic = _new_topic(("", (partition,), _topic_ids.get(raw_id) or _topic_id(raw_id)))
+            return _new_request((-1, max_wait_ms, min_bytes, max_bytes, isolation_level, (topic,), session_id,
+                                 session_epoch, (), "", None, -1))
+    return _decode_flexible_request_arrays(view, version)
+
+
+def _decode_flexible_request_arrays(view: memoryview, version: int) -> FetchRequest | None:
+    """`_decode_flexible_request`'s arrays: any topics, partitions, forgotten topics, rack id."""
     end = len(view)
     by_id = version >= 13
     new = new_fetch_partition
@@ -190,6 +207,14 @@ TOPIC_IDS_CACHED: Final = 4096
 _topic_ids: dict[bytes, uuid.UUID] = {}
 
 
+def _topic_id(raw: bytes) -> uuid.UUID:
+    """The UUID of a topic id's 16 bytes not in `_topic_ids` yet, kept there."""
+    if len(_topic_ids) >= TOPIC_IDS_CACHED:  # a bound, not an LRU: a refill is cheap
+        _topic_ids.clear()
+    topic_id = _topic_ids[raw] = uuid.UUID(bytes=raw)
+    return topic_id
+
+
 class _NotOnePass(Exception):
     """Bytes the one-pass read leaves to the field-by-field path."""
 
@@ -210,12 +235,7 @@ def _flexible_topic(view: memoryview, pos: int, by_id: bool) -> tuple[str, uuid.
         if pos + 16 > len(view):
             raise _NotOnePass
         raw = bytes(view[pos:pos + 16])
-        topic_id = _topic_ids.get(raw)
-        if topic_id is None:
-            if len(_topic_ids) >= TOPIC_IDS_CACHED:  # a bound, not an LRU: a refill is cheap
-                _topic_ids.clear()
-            topic_id = _topic_ids[raw] = uuid.UUID(bytes=raw)
-        return "", topic_id, pos + 16
+        return "", _topic_ids.get(raw) or _topic_id(raw), pos + 16
     length = _compact_count(view, pos, 1)
     return str(view[pos + 1:pos + 1 + length], "utf-8"), ZERO_UUID, pos + 1 + length
 
@@ -534,6 +554,13 @@ _FLEXIBLE_HEAD: Final = struct.Struct(">iiibii")
 # partition, current leader epoch, fetch offset, last fetched epoch, log start offset, partition max
 # bytes, then the tagged-field count (v12+)
 _FLEXIBLE_PARTITION: Final = struct.Struct(">iiqiqiB")
+# a v15+ request of one partition by topic id (`_decode_flexible_request`): the head, the topics'
+# compact count, the topic id, the partitions' compact count, the partition with its tagged-field
+# count, then one byte each: the topic's tagged fields, the forgotten topics' compact count, the
+# rack id's compact length and the request's tagged fields, which must be these (none, none, "")
+_ONE_PARTITION_FLEXIBLE: Final = struct.Struct(_FLEXIBLE_HEAD.format + "B16sB" + _FLEXIBLE_PARTITION.format[1:] + "BBBB")
+_ONE_PARTITION_FLEXIBLE_TAIL: Final = [0, 0, 1, 1, 0]  # partition tags, topic tags, forgotten, rack, tags
+_ONE_PARTITION_FLEXIBLE_SIZE: Final = _ONE_PARTITION_FLEXIBLE.size
 # partition, error, high watermark, last stable offset, log start offset, aborted transactions
 # count, then the preferred read replica (v11) and the records' length: an answer's head when it
 # holds no aborted transactions (they go after the count, at _ABORTED_AT, and the tail after them)

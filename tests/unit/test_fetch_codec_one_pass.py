@@ -193,10 +193,48 @@ def test_flexible_request_read_in_one_pass(version: int, kind: str, one_pass: bo
     assert fetch.decode_fetch_request(memoryview(bytes(data) + b"trailing"), version) == request_
 
 
+def _consumer_fetch(version: int, rack: str = "") -> fetch.FetchRequest:
+    """A librdkafka consumer's usual v16 fetch: one partition of one topic, by id (v13+)."""
+    by_id = version >= 13
+    return fetch.FetchRequest(-1, 500, 1, 52428800, 1, (fetch.FetchTopic(
+        "" if by_id else "bench", (P(3, 1234, 1048576, -1, 5, 4),), TOPIC_ID if by_id else fetch.ZERO_UUID),),
+        9, 2, (), rack, None, -1)
+
+
 @pytest.mark.parametrize("version", [12, 16, 17])
-def test_every_cut_or_changed_flexible_byte_reads_as_the_fields_do(version: int) -> None:
-    _every_cut_or_change(_fields(_flexible_request(version, rack="r"), version), version,
-                         fetch._decode_flexible_request)
+@pytest.mark.parametrize("request_of", [lambda v: _flexible_request(v, rack="r"), _consumer_fetch])
+def test_every_cut_or_changed_flexible_byte_reads_as_the_fields_do(
+        version: int, request_of: Callable[[int], fetch.FetchRequest]) -> None:
+    _every_cut_or_change(_fields(request_of(version), version), version, fetch._decode_flexible_request)
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+@pytest.mark.parametrize(("request_of", "by_the_arrays"), [
+    (_consumer_fetch, False),
+    (lambda v: _consumer_fetch(v, rack="rack-1"), True),
+    (_flexible_request, True),
+    (lambda v: _flexible_request(v, tagged=True), True),
+])
+def test_a_consumers_fetch_of_one_partition_is_read_without_the_arrays(
+        version: int, request_of: Callable[[int], fetch.FetchRequest], by_the_arrays: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A v15+ Fetch of one partition of one topic forgetting nothing with no rack id (a librdkafka
+    consumer's usual fetch) is one unpack and gives what the field-by-field path gives, trailing
+    bytes or not; any other (and any before v15, with its replica id) is the arrays' to read."""
+    arrays = []
+
+    def read_by_the_arrays(view: memoryview, v: int) -> fetch.FetchRequest | None:
+        arrays.append(v)
+        return read(view, v)
+
+    read = fetch_one_pass._decode_flexible_request_arrays
+    monkeypatch.setattr(fetch_one_pass, "_decode_flexible_request_arrays", read_by_the_arrays)
+    request_ = request_of(version)
+    data = _fields(request_, version)
+    for case in (data, data + b"trailing"):
+        assert fetch.decode_fetch_request(memoryview(case), version) == request_
+        assert fetch._decode_request_fields(memoryview(case), version) == request_
+    assert bool(arrays) is (by_the_arrays or version < 15)
 
 
 def _every_cut_or_change(data: bytes, version: int, one_pass_read: Callable[[memoryview, int], object | None],
