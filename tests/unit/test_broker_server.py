@@ -315,6 +315,42 @@ async def test_what_the_socket_does_not_take_in_turn_the_writer_sends_in_order(
     assert len(rests) == 1 and isinstance(rests[0], FileSlice) and 0 < rests[0].length < length
 
 
+class _SendSpy:
+    """A connection's socket as `_sendfile_in_turn` uses it, the flags of each send recorded;
+    `refuse`: every send fails as a full socket's does."""
+
+    def __init__(self, sock: socket.socket, refuse: bool) -> None:
+        self.sock, self.refuse = sock, refuse
+        self.flags: list[int] = []
+
+    def send(self, data: bytes, flags: int = 0) -> int:
+        self.flags.append(flags)
+        if self.refuse:
+            raise BlockingIOError
+        return self.sock.send(data, flags)
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+async def test_the_head_of_a_slice_answered_in_turn_waits_for_the_slice(
+        server: KafkaServer, data_file: tuple[int, bytes], refuse: bool) -> None:
+    """The answer's bytes before a slice go with MSG_MORE, so that the kernel sends them in the
+    slice's first segment, not in one of their own that wakes the client for a few bytes; a
+    socket that takes none of them leaves them to the transport and the slice to the writer,
+    the answers still whole and in order."""
+    reader, writer = await connect(server)
+    writer.write(request(4, b"now before"))
+    assert await read_response(reader) == (4, b"before")
+    (connection,) = server._connections.values()
+    spy = _SendSpy(connection._sock, refuse)  # type: ignore[arg-type]
+    connection._sock = spy  # type: ignore[assignment]
+    length = COALESCE_BYTES + 1
+    writer.write(request(5, f"now-file 9 {length}".encode()))
+    assert await read_response(reader) == (5, b"F" + data_file[1][9:9 + length])
+    writer.write(request(6, b"now after"))
+    assert await read_response(reader) == (6, b"after")
+    assert spy.flags == [socket.MSG_MORE]
+
+
 async def test_in_flight_is_bounded_and_reading_resumes(server: KafkaServer) -> None:
     reader, writer = await connect(server)
     count = 40  # ten times max_in_flight, all written at once
