@@ -350,9 +350,33 @@ def _encode_classic_topics(resp: FetchResponse, version: int) -> list[Chunk]:
 def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] | None:
     """A v12+ response with no tagged field to write (no diverging epoch, leader hint, snapshot
     id or node endpoints: a consumer's ordinary answer) by one pack per partition head, the
-    Writer's bytes exactly; None otherwise (the fields path writes it)."""
+    Writer's bytes exactly; None otherwise (the fields path writes it).
+
+    A v13+ answer of one partition of one topic with no aborted transaction (a consumer's usual
+    answer) is one pack up to its records' length, no loop; any other goes to the arrays."""
     if version >= 16 and resp.node_endpoints:
         return None
+    topics = resp.responses
+    if version >= 13 and len(topics) == 1 and len(partitions := topics[0].partitions) == 1 \
+            and not (p := partitions[0]).aborted_transactions and p.diverging_epoch is None \
+            and p.current_leader is None and p.snapshot_id is None:
+        head = _ONE_ANSWER_FLEXIBLE.pack(
+            resp.throttle_time_ms, resp.error_code, resp.session_id, 2, topics[0].topic_id.bytes, 2,
+            p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+            0 if p.aborted_transactions is None else 1, p.preferred_read_replica)
+        records = p.records
+        if records is None:
+            return [head + b"\x00\x00\x00\x00"]  # null records; the partition's, topic's, response's tags
+        if isinstance(records, _IN_BYTES):
+            return [b"".join((head, _uvarint(len(records) + 1), records, b"\x00\x00\x00"))]
+        if not records.length:  # an empty slice is no chunk of its own
+            return [head + b"\x01\x00\x00\x00"]
+        return [head + _uvarint(records.length + 1), records, b"\x00\x00\x00"]
+    return _encode_flexible_topics(resp, version)
+
+
+def _encode_flexible_topics(resp: FetchResponse, version: int) -> list[Chunk] | None:
+    """`_encode_flexible_response`'s arrays: any topics, partitions and aborted transactions."""
     n = len(resp.responses) + 1
     out: list[Any] = [_FLEXIBLE_RESPONSE_HEAD.pack(resp.throttle_time_ms, resp.error_code, resp.session_id),
                       _BYTES[n] if n < 0x80 else _uvarint(n)]
@@ -581,6 +605,10 @@ _ONE_ANSWER_SIZE: Final = _ONE_ANSWER_V11.size
 _FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)
 # partition, error, high watermark, last stable offset, log start offset (v12+: the fixed part)
 _FLEXIBLE_ANSWER_HEAD: Final = struct.Struct(">ihqqq")
+# a v13+ answer of one partition by topic id (`_encode_flexible_response`): the response's head,
+# the topics' compact count, the topic id, the partitions' compact count, the answer's head, the
+# aborted transactions' compact count (null or empty) and the preferred read replica
+_ONE_ANSWER_FLEXIBLE: Final = struct.Struct(_FLEXIBLE_RESPONSE_HEAD.format + "B16sB" + _FLEXIBLE_ANSWER_HEAD.format[1:] + "Bi")
 _ABORTED: Final = struct.Struct(">qq")  # producer id, first offset
 _new_answer = instance_builder(FetchPartitionResponse, tuple(FetchPartitionResponse.__dataclass_fields__))
 _new_topic = instance_builder(FetchTopic, tuple(FetchTopic.__dataclass_fields__))

@@ -445,3 +445,40 @@ def test_a_name_past_the_string_limit_is_the_writers_error() -> None:
     response = _one_topic(A(0, 0, 4, BATCH, 4, 0), name="x" * 0x8000)
     with pytest.raises(ValueError, match="32767"):
         fetch.encode_fetch_response(response, 11)
+
+
+def _by_id(*answers: fetch.FetchPartitionResponse) -> fetch.FetchResponse:
+    return fetch.FetchResponse(5, (fetch.FetchTopicResponse("", answers, TOPIC_ID),), 0, 123)
+
+
+@pytest.mark.parametrize("version", range(13, 18))
+@pytest.mark.parametrize(("response", "by_the_arrays"), [
+    (_by_id(A(3, 0, 1 << 40, BATCH, 1 << 40, 7, (), 2)), False),
+    (_by_id(A(3, 0, 1 << 40, memoryview(BATCH * 200), 1 << 40, 7, None, -1)), False),  # a 2-byte varint
+    (_by_id(A(0, 0, 4, Slice(1 << 20), 4, 0, ())), False),
+    (_by_id(A(0, 0, 4, Slice(0), 4, 0)), False),
+    (_by_id(A(0, 0, 4, b"", 4, 0)), False),
+    (_by_id(A(0, 6, -1, None, -1, -1, None, -1)), False),
+    (_by_id(A(0, 0, 4, BATCH, 4, 0, (fetch.AbortedTransaction(7, 1),))), True),
+    (_by_id(A(0, 0, 4, BATCH, 4, 0), A(1, 0, 4, b"", 4, 0)), True),
+    (_by_id(), True),
+    (fetch.FetchResponse(0, ()), True),
+])
+def test_a_consumers_answer_of_one_partition_is_written_without_the_arrays(
+        version: int, response: fetch.FetchResponse, by_the_arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A v13+ answer of one partition of one topic with no aborted transaction and no tagged
+    field (a consumer's usual answer) is one pack up to its records: the Writer's bytes, and
+    the same chunks as the arrays' path."""
+    arrays = []
+
+    def written_by_the_arrays(resp: fetch.FetchResponse, v: int) -> list[Chunk] | None:
+        arrays.append(v)
+        return write(resp, v)
+
+    write = fetch_one_pass._encode_flexible_topics
+    expected = write(response, version)
+    monkeypatch.setattr(fetch_one_pass, "_encode_flexible_topics", written_by_the_arrays)
+    chunks = fetch.encode_fetch_response(response, version)
+    assert chunks == expected
+    assert _wire(chunks) == _wire(fetch._encode_response_fields(response, version))
+    assert arrays == ([version] if by_the_arrays else [])
