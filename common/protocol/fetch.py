@@ -57,11 +57,13 @@ from common.protocol.fetch_messages import (
 from common.protocol.fetch_one_pass import (
     _REQUEST_PARTITION_V9,
     _decode_classic_request,
-    _decode_classic_response,
     _decode_flexible_request,
+    _read_partitions_v9_to_v11,
+)
+from common.protocol.fetch_one_pass_responses import (
+    _decode_classic_response,
     _encode_classic_response,
     _encode_flexible_response,
-    _read_partitions_v9_to_v11,
 )
 
 __all__ = [

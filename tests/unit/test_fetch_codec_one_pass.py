@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from common.protocol import fetch, fetch_one_pass
+from common.protocol import fetch, fetch_one_pass, fetch_one_pass_responses
 from common.protocol.frame import join_chunks
 from common.protocol.primitives import Chunk, ProtocolError
 
@@ -399,8 +399,8 @@ def test_a_followers_answer_of_one_partition_is_read_without_the_arrays(
         arrays.append(version)
         return topics(view, version)
 
-    topics = fetch_one_pass._decode_classic_topics
-    monkeypatch.setattr(fetch_one_pass, "_decode_classic_topics", read_by_the_arrays)
+    topics = fetch_one_pass_responses._decode_classic_topics
+    monkeypatch.setattr(fetch_one_pass_responses, "_decode_classic_topics", read_by_the_arrays)
     data = join_chunks(fetch._encode_response_fields(response, 11))
     for case in (data, data + b"trailing"):
         assert fetch.decode_fetch_response(memoryview(case), 11) == response
@@ -432,9 +432,9 @@ def test_a_followers_answer_of_one_partition_is_written_without_the_arrays(
         arrays.append(version)
         return write(resp, version)
 
-    write = fetch_one_pass._encode_classic_topics
+    write = fetch_one_pass_responses._encode_classic_topics
     expected = write(response, 11)
-    monkeypatch.setattr(fetch_one_pass, "_encode_classic_topics", written_by_the_arrays)
+    monkeypatch.setattr(fetch_one_pass_responses, "_encode_classic_topics", written_by_the_arrays)
     chunks = fetch.encode_fetch_response(response, 11)
     assert chunks == expected
     assert _wire(chunks) == _wire(fetch._encode_response_fields(response, 11))
@@ -475,9 +475,9 @@ def test_a_consumers_answer_of_one_partition_is_written_without_the_arrays(
         arrays.append(v)
         return write(resp, v)
 
-    write = fetch_one_pass._encode_flexible_topics
+    write = fetch_one_pass_responses._encode_flexible_topics
     expected = write(response, version)
-    monkeypatch.setattr(fetch_one_pass, "_encode_flexible_topics", written_by_the_arrays)
+    monkeypatch.setattr(fetch_one_pass_responses, "_encode_flexible_topics", written_by_the_arrays)
     chunks = fetch.encode_fetch_response(response, version)
     assert chunks == expected
     assert _wire(chunks) == _wire(fetch._encode_response_fields(response, version))
