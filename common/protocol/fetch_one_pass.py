@@ -271,6 +271,7 @@ def _array_count(view: memoryview, pos: int, item_size: int) -> int:
 
 _I32: Final = struct.Struct(">i")
 _I16: Final = struct.Struct(">h")
+_MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
 # replica id, max wait, min bytes, max bytes, isolation level, session id, session epoch (v7-v14)
 _REQUEST_HEAD_V7: Final = struct.Struct(">iiiibii")
 # partition, current leader epoch, fetch offset, log start offset, partition max bytes (v9-v11)

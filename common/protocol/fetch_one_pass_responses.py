@@ -21,7 +21,7 @@ from common.protocol.fetch_messages import (
     FetchResponse,
     FetchTopicResponse,
 )
-from common.protocol.fetch_one_pass import _I16, _I32
+from common.protocol.fetch_one_pass import _I16, _I32, _MAX_STRING_BYTES
 from common.protocol.primitives import Chunk
 from common.slotted import instance_builder
 
@@ -148,7 +148,7 @@ def _encode_flexible_topics(resp: FetchResponse, version: int) -> list[Chunk] | 
             out.append(t.topic_id.bytes)
         else:
             name = t.topic.encode("utf-8")
-            if len(name) > 0x7FFF:  # the Writer's limit, and its error
+            if len(name) > _MAX_STRING_BYTES:  # the Writer's limit, and its error
                 raise ValueError("string longer than 32767 bytes")
             out.append(_uvarint(len(name) + 1))
             out.append(name)
@@ -325,7 +325,6 @@ _RESPONSE_HEAD_V5: Final = struct.Struct(">ii")  # throttle, topics count
 _ONE_TOPIC_HEAD_V11: Final = struct.Struct(">ihiih")
 _ONE_ANSWER_V11: Final = struct.Struct(">iihqqqiii")
 _NAME_AT: Final = _ONE_TOPIC_HEAD_V11.size
-_MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
 _IN_BYTES: Final = (bytes, bytearray, memoryview)  # records held in memory, not a placeholder
 _ONE_ANSWER_SIZE: Final = _ONE_ANSWER_V11.size
 _FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)

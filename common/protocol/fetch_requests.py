@@ -19,7 +19,7 @@ from collections.abc import Collection
 from typing import Final
 
 from common.protocol.fetch import FetchPartition
-from common.protocol.fetch_one_pass import _REQUEST_PARTITION_V9
+from common.protocol.fetch_one_pass import _MAX_STRING_BYTES, _REQUEST_PARTITION_V9
 
 _HEAD: Final = struct.Struct(">iiiib")  # replica id, max wait, min bytes, max bytes, isolation level
 _SESSION: Final = struct.Struct(">iii")  # session id, session epoch, topics count
@@ -29,7 +29,6 @@ _I32: Final = struct.Struct(">i")
 _NO_TOPICS: Final = _I32.pack(0)  # an empty array
 # A topic's partitions count, 1, and that partition's fields (`encode`'s one-partition Fetch)
 _ONE_PARTITION: Final = struct.Struct(">i" + _REQUEST_PARTITION_V9.format[1:])
-_MAX_STRING_BYTES: Final = 0x7FFF  # a classic string's int16 length (the Writer's limit)
 # Topic names kept encoded: a fetcher names the same few topics round after round. Cleared when
 # full (topics deleted and created over a broker's life would otherwise pile up).
 MAX_ENCODED_TOPICS: Final = 10_000
