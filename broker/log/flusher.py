@@ -17,7 +17,8 @@ reaches the right file. Index files are opened by path here: one renamed away me
 the log with its segment, and nothing is owed for it.
 
 One thread: fsyncs to one disk gain little from running side by side, and in order they
-complete oldest first, as each log applies them.
+complete oldest first, as each log applies them. The early writeback of active segments
+(`writeback`) runs on a second one: a roll's fsync never waits behind it, nor it behind one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.segment_files import SegmentHandle
+from broker.log.writeback import SegmentWriteback, libc_sync_file_range
 from common.errors import KafkaStorageError
 
 Fsync = Callable[[int], None]  # os.fsync, or a test's stand-in
@@ -68,10 +70,13 @@ class FlushWork:
 class SegmentFlusher:
     """A single thread running FlushWork in submission order. Thread-safe `submit`."""
 
-    def __init__(self, fsync: Fsync = os_fsync) -> None:
-        """`fsync`: what syncs a descriptor (a test's stand-in may hold or fail it)."""
+    def __init__(self, fsync: Fsync = os_fsync, writeback: SegmentWriteback | None = None) -> None:
+        """`fsync`: what syncs a descriptor (a test's stand-in may hold or fail it).
+        `writeback`: what starts the early writeback of the logs' active segments (default:
+        libc's sync_file_range on a thread of its own)."""
         self._fsync = fsync
         self._pool: ThreadPoolExecutor | None = None  # started at the first roll
+        self.writeback = SegmentWriteback(libc_sync_file_range()) if writeback is None else writeback
 
     def submit(self, work: FlushWork) -> Future[None]:
         """Start `work`; the future ends when every file is synced, or with the
@@ -111,7 +116,9 @@ class SegmentFlusher:
             os.close(fd)
 
     def shutdown(self) -> None:
-        """Wait for the flushes in flight (bounded: local fsyncs) and stop the thread."""
+        """Wait for the flushes and writeback hand-offs in flight (bounded: local syscalls) and
+        stop the threads."""
+        self.writeback.shutdown()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

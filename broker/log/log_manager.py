@@ -160,8 +160,11 @@ class LogManager:
                                                             limit=self._open_file_limit))
         self._warned_files = False
         # fsyncs each rolled segment off the event loop (Kafka's "flush-log" task); its thread
-        # starts at the first roll
+        # starts at the first roll. Its second thread starts writeback of each MiB appended.
         self.flusher = SegmentFlusher()
+        if not self.flusher.writeback.available:
+            log.info("No sync_file_range on this platform: segments are written back on the "
+                     "kernel's own schedule (a burst can stall appends behind it)")
         log.info("Keeping at most %d segment files open (log.open.files.max %d, open-file limit %d)",
                  self.files.max_open, open_files_max, self._open_file_limit)
         self.default_config = default_config

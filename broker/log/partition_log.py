@@ -45,6 +45,7 @@ from broker.log.segment import FileSlice, LogSegment
 from broker.log.segment_files import SegmentFileCache
 from broker.log.producer_snapshot import delete_snapshots_from, snapshot_offsets, write_snapshot
 from broker.log.txn_index import AbortedTxn
+from broker.log.writeback import NO_WRITEBACK
 from broker.log.timestamp_lookup import (
     TimestampAndOffset,
     offset_for_timestamp,
@@ -152,6 +153,11 @@ class PartitionLog:
         self._recovery_point = min(recovery_point, leo)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), leo)
         self._last_flush_ms = now_ms
+        # Early writeback of the active segment (`writeback`): its bytes below `_writeback_from`
+        # were handed to the kernel; the next hand-off is due when the segment reaches
+        # `_writeback_due` bytes (one compare per append); the last one's future.
+        self._writeback_pending: Future[None] | None = None
+        self._reset_writeback(-1)
         # The producer state's snapshot bytes, written at a clean close (the partition sets it).
         self.snapshot_source: Callable[[], bytes] | None = None
         if not had_clean_shutdown and leo > self._recovery_point:
@@ -271,6 +277,8 @@ class PartitionLog:
             cache.write_owed()
         segment.append(view, batches, bases, epoch, total)
         self.log_end_offset = segment.next_offset
+        if segment.size >= self._writeback_due:
+            self._start_writeback(segment)
         if epoch is None:
             # A replica keeps its batches' epochs; one new to the cache starts at its batch.
             # Tested here, without a call: a follower's batches are nearly always of the epoch
@@ -311,6 +319,7 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(base)
         self.log_end_offset = segment.next_offset
+        self._reset_writeback(-1)
         log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)
         # As Kafka does, so recovery after a crash scans one segment; off the loop when there
         # is a flusher (Kafka's scheduleOnce("flush-log")).
@@ -405,6 +414,7 @@ class PartitionLog:
             self.truncate_fully_and_start_at(offset, now_ms=now_ms)
             return True
         keep = bisect_right(self._bases, offset)  # segments starting after `offset` go
+        active_kept = keep == len(self._segments)
         removed = self._segments[keep:]
         del self._segments[keep:], self._bases[keep:]
         self._schedule_delete(removed, now_ms, "truncation")
@@ -412,6 +422,7 @@ class PartitionLog:
             removed_bytes = self._segments[-1].truncate_to(offset)
         finally:  # the log end is the active segment's, wherever a failed truncation left it
             new_leo = self.log_end_offset = self._segments[-1].next_offset
+            self._reset_writeback(self._writeback_from if active_kept else -1)
         log.info("%sTruncated to offset %d (log end offset %d -> %d, %d bytes and %d segments "
                  "removed)", self._name, offset, leo, new_leo,
                  removed_bytes + sum(s.size for s in removed), len(removed))
@@ -432,6 +443,7 @@ class PartitionLog:
                                            create=True, files=self.files))
         self._bases.append(offset)
         self.log_end_offset = self._segments[-1].next_offset
+        self._reset_writeback(-1)
         self.leader_epoch_cache.clear()
         delete_snapshots_from(self.directory, 0)
         self._void_flushes(-1)  # every offset they synced is gone
@@ -535,6 +547,19 @@ class PartitionLog:
             segment.flush()
         self._recovery_point = target
         self._moved()
+
+    # ---- early writeback of the active segment (on the flusher's writeback thread) -------
+
+    def _reset_writeback(self, started_to: int) -> None:
+        """The active segment is new or reopened (`started_to` -1) or was cut."""
+        self._writeback_from, self._writeback_due = (0, NO_WRITEBACK) if self._flusher is None else \
+            self._flusher.writeback.restart(self._segments[-1].size, started_to=started_to)
+
+    def _start_writeback(self, segment: LogSegment) -> None:
+        assert self._flusher is not None  # else _writeback_due is NO_WRITEBACK
+        self._writeback_from, self._writeback_due, self._writeback_pending = \
+            self._flusher.writeback.hand_off(segment, started_to=self._writeback_from,
+                                             pending=self._writeback_pending, name=self._name)
 
     # ---- background flushes (a roll's, on the flusher's thread) ------------------------
 

@@ -1,10 +1,20 @@
-"""flush_rules: which segments a flush syncs, and where the recovery point may move after one."""
+"""flush_rules: which segments a flush syncs, where the recovery point may move after one, and
+which bytes of the active segment go to the kernel's writeback when."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.log.flush_rules import FlushPlan, plan_flush, recovery_point_after, still_valid
+from broker.log.flush_rules import (
+    WRITEBACK_BYTES,
+    FlushPlan,
+    WritebackStep,
+    plan_flush,
+    recovery_point_after,
+    still_valid,
+    writeback_start,
+    writeback_step,
+)
 
 BASES = (0, 100, 250, 400)  # four segments; the last is active
 
@@ -55,3 +65,40 @@ def test_a_truncation_below_a_flush_voids_it(target: int, truncated_to: int, val
 def test_a_plan_covers_a_segment() -> None:
     with pytest.raises(ValueError, match="at least one segment"):
         FlushPlan(2, 2, 100, sync_directory=False)
+
+
+PAGE = 4096
+MIB = WRITEBACK_BYTES  # the rows read in the hand-off size
+
+
+@pytest.mark.parametrize(
+    ("size", "started_to", "in_flight", "expected"),
+    [
+        # the first MiB of a new segment: every whole page, due again one MiB later
+        (MIB, 0, False, WritebackStep(0, MIB, 2 * MIB)),
+        # a partial last page stays behind: the next append writes into it
+        (MIB + 100, 0, False, WritebackStep(0, MIB, 2 * MIB)),
+        (2 * MIB + PAGE + 1, MIB, False, WritebackStep(MIB, 2 * MIB + PAGE, 3 * MIB + PAGE)),
+        # the last hand-off has not returned: none now, ask again a MiB further on
+        (2 * MIB, MIB, True, WritebackStep(MIB, MIB, 3 * MIB)),
+        # the one after covers what the skipped one would have
+        (3 * MIB, MIB, False, WritebackStep(MIB, 3 * MIB, 4 * MIB)),
+        # asked with no new whole page (a truncation lowered the size under the last hand-off)
+        (MIB - 1, MIB, False, WritebackStep(MIB, MIB, 2 * MIB)),
+    ],
+)
+def test_writeback_step(size: int, started_to: int, in_flight: bool, expected: WritebackStep) -> None:
+    assert writeback_step(size, started_to=started_to, in_flight=in_flight, page=PAGE) == expected
+
+
+@pytest.mark.parametrize(
+    ("size", "started_to", "expected"),
+    [
+        (0, -1, 0),  # a new segment
+        (5 * PAGE + 7, -1, 5 * PAGE),  # reopened: its earlier bytes were written back before
+        (3 * PAGE + 1, 2 * MIB, 3 * PAGE),  # cut below the last hand-off: rewritten from its page
+        (3 * MIB, 2 * MIB, 2 * MIB),  # cut above it: nothing handed off is rewritten
+    ],
+)
+def test_writeback_start(size: int, started_to: int, expected: int) -> None:
+    assert writeback_start(size, started_to=started_to, page=PAGE) == expected
