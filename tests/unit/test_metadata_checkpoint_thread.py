@@ -79,3 +79,18 @@ def test_a_failed_checkpoint_is_logged_and_written_again_later(
     assert read_offset_file(tmp_path) is None and f.state.checkpoint_due(0)
     f._checkpoint(force=True)
     assert calls == [7, 7] and read_offset_file(tmp_path) == 7
+
+
+def test_the_last_checkpoint_before_stopping_says_what_it_took(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A stop waits for it (the whole image encoded): its own line splits a controlled shutdown's
+    "logs closed" step; nothing to write, no line."""
+    f = follower(tmp_path)
+    f.state.image = MetadataImage(offset=6)
+    with caplog.at_level(logging.INFO, logger="broker.metadata_follower_loop"):
+        f._checkpoint(force=True)
+        f._checkpoint(force=True)  # already on disk
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("Broker 4: wrote the metadata checkpoint at offset 6 before "
+                                                   "stopping in "), lines
+    assert read_offset_file(tmp_path) == 6
