@@ -10,12 +10,14 @@ import random
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 from common.protocol import fetch, fetch_one_pass, fetch_one_pass_responses
 from common.protocol.frame import join_chunks
-from common.protocol.primitives import Chunk, ProtocolError
+from common.protocol.primitives import ProtocolError
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,20 @@ def _reads_alike(data: bytes, version: int, expected: object, one_pass_read: Cal
     assert decode(memoryview(data + b"trailing"), version) == expected
 
 
+def _calls_noted(monkeypatch: pytest.MonkeyPatch, module: ModuleType, name: str) -> list[int]:
+    """`module.name` (a codec's arrays path) replaced by itself noting the version of each call,
+    and the list it notes them in: which messages a test's path handed on."""
+    calls: list[int] = []
+    arrays = getattr(module, name)
+
+    def noted(message: Any, version: int) -> Any:
+        calls.append(version)
+        return arrays(message, version)
+
+    monkeypatch.setattr(module, name, noted)
+    return calls
+
+
 # A follower's Fetch in an acks=all canary's round: the one partition whose offsets moved.
 CANARY_FETCH = fetch.FetchRequest(5, 500, 1, 10485760, 0, (fetch.FetchTopic("canary", (P(0, 41, 1048576, 0, 3),)),),
                                   77, 12, (), "")
@@ -125,14 +141,7 @@ def test_a_followers_fetch_of_one_partition_is_read_without_the_arrays(
     """A v11 Fetch of one partition of one topic forgetting nothing (a follower's, mostly; the
     leader reads two per acks=all produce) is read by two unpacks and gives what the
     field-by-field path gives, trailing bytes or not; any other is the arrays' to read."""
-    arrays = []
-
-    def read_by_the_arrays(view: memoryview, version: int) -> fetch.FetchRequest | None:
-        arrays.append(version)
-        return read(view, version)
-
-    read = fetch_one_pass._decode_classic_request_arrays
-    monkeypatch.setattr(fetch_one_pass, "_decode_classic_request_arrays", read_by_the_arrays)
+    arrays = _calls_noted(monkeypatch, fetch_one_pass, "_decode_classic_request_arrays")
     data = _fields(request_, 11)
     for case in (data, data + b"trailing"):
         assert fetch.decode_fetch_request(memoryview(case), 11) == request_
@@ -221,14 +230,7 @@ def test_a_consumers_fetch_of_one_partition_is_read_without_the_arrays(
     """A v15+ Fetch of one partition of one topic forgetting nothing with no rack id (a librdkafka
     consumer's usual fetch) is one unpack and gives what the field-by-field path gives, trailing
     bytes or not; any other (and any before v15, with its replica id) is the arrays' to read."""
-    arrays = []
-
-    def read_by_the_arrays(view: memoryview, v: int) -> fetch.FetchRequest | None:
-        arrays.append(v)
-        return read(view, v)
-
-    read = fetch_one_pass._decode_flexible_request_arrays
-    monkeypatch.setattr(fetch_one_pass, "_decode_flexible_request_arrays", read_by_the_arrays)
+    arrays = _calls_noted(monkeypatch, fetch_one_pass, "_decode_flexible_request_arrays")
     request_ = request_of(version)
     data = _fields(request_, version)
     for case in (data, data + b"trailing"):
@@ -393,14 +395,7 @@ def test_a_followers_answer_of_one_partition_is_read_without_the_arrays(
     """A v11 answer of one partition of one topic with its records (a follower's round, mostly)
     is read by two unpacks and gives what the field-by-field path gives, trailing bytes or not;
     any other answer is the arrays' to read."""
-    arrays = []
-
-    def read_by_the_arrays(view: memoryview, version: int) -> fetch.FetchResponse | None:
-        arrays.append(version)
-        return topics(view, version)
-
-    topics = fetch_one_pass_responses._decode_classic_topics
-    monkeypatch.setattr(fetch_one_pass_responses, "_decode_classic_topics", read_by_the_arrays)
+    arrays = _calls_noted(monkeypatch, fetch_one_pass_responses, "_decode_classic_topics")
     data = join_chunks(fetch._encode_response_fields(response, 11))
     for case in (data, data + b"trailing"):
         assert fetch.decode_fetch_response(memoryview(case), 11) == response
@@ -426,15 +421,8 @@ def test_a_followers_answer_of_one_partition_is_written_without_the_arrays(
     """The leader writes a follower's answer of one partition of one topic with no aborted
     transaction (two per acks=all produce) by two packs around the name: the Writer's bytes, and
     the same chunks (records in bytes joined in, a placeholder its own) as the arrays' path."""
-    arrays = []
-
-    def written_by_the_arrays(resp: fetch.FetchResponse, version: int) -> list[Chunk]:
-        arrays.append(version)
-        return write(resp, version)
-
-    write = fetch_one_pass_responses._encode_classic_topics
-    expected = write(response, 11)
-    monkeypatch.setattr(fetch_one_pass_responses, "_encode_classic_topics", written_by_the_arrays)
+    expected = fetch_one_pass_responses._encode_classic_topics(response, 11)
+    arrays = _calls_noted(monkeypatch, fetch_one_pass_responses, "_encode_classic_topics")
     chunks = fetch.encode_fetch_response(response, 11)
     assert chunks == expected
     assert _wire(chunks) == _wire(fetch._encode_response_fields(response, 11))
@@ -469,15 +457,8 @@ def test_a_consumers_answer_of_one_partition_is_written_without_the_arrays(
     """A v13+ answer of one partition of one topic with no aborted transaction and no tagged
     field (a consumer's usual answer) is one pack up to its records: the Writer's bytes, and
     the same chunks as the arrays' path."""
-    arrays = []
-
-    def written_by_the_arrays(resp: fetch.FetchResponse, v: int) -> list[Chunk] | None:
-        arrays.append(v)
-        return write(resp, v)
-
-    write = fetch_one_pass_responses._encode_flexible_topics
-    expected = write(response, version)
-    monkeypatch.setattr(fetch_one_pass_responses, "_encode_flexible_topics", written_by_the_arrays)
+    expected = fetch_one_pass_responses._encode_flexible_topics(response, version)
+    arrays = _calls_noted(monkeypatch, fetch_one_pass_responses, "_encode_flexible_topics")
     chunks = fetch.encode_fetch_response(response, version)
     assert chunks == expected
     assert _wire(chunks) == _wire(fetch._encode_response_fields(response, version))
