@@ -681,8 +681,13 @@ def print_ratios(rows: list[Row]) -> None:
     if not ours or not peer:
         return
     print("\ntidelog / tansu over the rounds, median [min-max] of each round's ratio (goal: records/s >= 2x, "
-          "produce and consume); records per request, median [min-max], beside them")
-    print(f"{'phase':<26} {'records/s':>20} {'brk s/GB':>20} {'p99':>20} {'tidelog rec/req':>20} {'tansu rec/req':>20}")
+          "produce and consume); records per request, median [min-max], beside them. 'capacity': records per "
+          "second of broker CPU (tidelog / tansu), the rate each broker would reach with its core to itself; "
+          "'client busy': the loadgen's CPU over the phase's wall time, both peers' rounds. Where the client is "
+          "busy ~100 % it sets both rates, so the records/s ratio shows the client's limit, not the brokers', "
+          "and capacity is the broker's figure")
+    print(f"{'phase':<26} {'records/s':>20} {'brk s/GB':>20} {'capacity':>20} {'client busy':>20} {'p99':>20} "
+          f"{'tidelog rec/req':>20} {'tansu rec/req':>20}")
     for phase, mine in ours.items():
         theirs = peer.get(phase, {})
         rounds = sorted(set(mine) & set(theirs))
@@ -690,8 +695,11 @@ def print_ratios(rows: list[Row]) -> None:
             continue
         rate = [over(mine[n].records_per_s, theirs[n].records_per_s) for n in rounds]
         cpu = [over(mine[n].cpu_s_per_gb, theirs[n].cpu_s_per_gb) for n in rounds]
+        capacity = [over(theirs[n].cpu_s_per_gb, mine[n].cpu_s_per_gb) for n in rounds]
+        busy = [over(row.client_cpu_s, row.wall_s) for n in rounds for row in (mine[n], theirs[n])]
         p99 = [over(mine[n].p99_ms, theirs[n].p99_ms) for n in rounds]
-        print(f"{phase:<26} {spread(rate, '.2f', 'x'):>20} {spread(cpu, '.2f', 'x'):>20} {spread(p99, '.2f', 'x'):>20} "
+        print(f"{phase:<26} {spread(rate, '.2f', 'x'):>20} {spread(cpu, '.2f', 'x'):>20} "
+              f"{spread(capacity, '.2f', 'x'):>20} {spread(busy, '.0%'):>20} {spread(p99, '.2f', 'x'):>20} "
               f"{spread([mine[n].records_per_request for n in rounds], ',.0f'):>20} "
               f"{spread([theirs[n].records_per_request for n in rounds], ',.0f'):>20}")
 
