@@ -39,10 +39,12 @@ window with two cautions (measured on the shared 2-core box, 2026-11-30): the re
 also win every core from the load's own clients, which got 3-10 % of a core there instead of
 33-70 %, so that window carries little of the asked load (its "load MB/s" counts the load's
 whole run, head start and tail included; the "cpu % by role" column shows what the load got);
-and a follower's write can wait in ext4 (wchan ext4_da_write_end, ext4_da_get_block_prep) for
-the SCHED_OTHER writeback and journal threads it outranks (21 % of two followers' samples and
-a stall over 1 s in one window). So the SCHED_FIFO figure is the brokers' own tail with the
-load mostly held off, not beside it.
+and a broker can wait for a SCHED_OTHER kernel thread it outranks: before the logs started
+their own writeback (broker/log/writeback.py) a broker's append waited in ext4 (wchan
+ext4_da_get_block_prep) for the flusher thread's block allocation, up to ~1 s per window; what
+remains is kcompactd migrating a page of a broker's heap (wchan migration_entry_wait_on_locked,
+951 ms once in 8 windows). So the SCHED_FIFO figure is the brokers' own tail with the load
+mostly held off, not beside it.
 
 Where an acks=all produce's wait goes, per broker and window (the leader's counters are the
 canary's): `purgatory_wait_ms{purgatory="Produce"}` (append to ISR acknowledgement) and
