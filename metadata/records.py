@@ -102,8 +102,9 @@ class _Schema:
     version: int
     kinds: Mapping[str, Kind]
     # Fields added after a record type was first written (Kafka's tagged fields): absent on
-    # the wire means this default, and the default is left off the wire.
+    # the wire means this default, and (those in `omitted`) the default is left off the wire.
     optional: Mapping[str, Any]
+    omitted: Mapping[str, Any]
 
 
 _R = TypeVar("_R")
@@ -113,14 +114,19 @@ _BY_TYPE_ID: dict[int, type] = {}
 
 
 def _record(type_id: int, version: int = 0, optional: Mapping[str, Any] | None = None,
-            **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
-    """Register a record class under its type id; its field kinds must match its fields."""
+            written: frozenset[str] = frozenset(), **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
+    """Register a record class under its type id; its field kinds must match its fields.
+    `written`: optional fields still written at their default, because a node of an earlier
+    build, which required them, may read the log (a short form waits for a metadata.version
+    that every node reads)."""
 
     def register(cls: type[_R]) -> type[_R]:
         names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # every record is a dataclass
         if names != list(kinds):
             raise TypeError(f"{cls.__name__}: kinds {list(kinds)} do not match fields {names}")
-        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds), MappingProxyType(dict(optional or {})))
+        read = dict(optional or {})
+        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds), MappingProxyType(read),
+                                MappingProxyType({k: v for k, v in read.items() if k not in written}))
         _BY_TYPE_ID[type_id] = cls
         return cls
 
@@ -221,11 +227,14 @@ class Partition(_Record):
 
 
 # Every field but the partition's key is one of Kafka's tagged fields (PartitionChangeRecord.json:
-# Isr, Leader, Replicas, LeaderRecoveryState, Elr... each with its "unchanged" default), left off the
-# wire at that default: a leadership moved is 78 bytes, not 115, so a controlled shutdown's batch of
-# 5,000 takes a third fewer Raft entries (each a commit round) and every replay unpacks fewer keys.
+# Isr, Leader, Replicas, LeaderRecoveryState, Elr... each with its "unchanged" default), and this
+# build reads any of them absent as that default. It still writes them, as the builds before it
+# require them: left off, a moved leadership would be 78 bytes, not 115, and a controlled
+# shutdown's batch of 5,000 a third fewer Raft entries, once a metadata.version that every node of
+# the cluster reads (this build's or later) gates the short form.
 @_record(5, optional={"isr": None, "elr": None, "leader": NO_LEADER_CHANGE, "replicas": None,
                       "leader_recovery_state": None, "removing_replicas": None, "adding_replicas": None},
+         written=frozenset({"isr", "elr", "leader", "replicas", "leader_recovery_state"}),
          topic_id=NAME, partition_id=PARTITION_ID, isr=OPT_IDS, elr=OPT_IDS,
          leader=LEADER_OR_NO_CHANGE, replicas=OPT_IDS, leader_recovery_state=Nullable(RECOVERY),
          removing_replicas=OPT_IDS, adding_replicas=OPT_IDS)
@@ -537,7 +546,7 @@ def record_to_map(record: Record) -> dict[str, Any]:
     if schema is None:
         raise MetadataRecordError(f"not a metadata record: {type(record).__name__}")
     return {"type": schema.type_id, "version": schema.version,
-            **fields_to_map(record, schema.kinds, schema.optional)}
+            **fields_to_map(record, schema.kinds, schema.omitted)}
 
 
 def record_from_map(m: Any) -> Record:

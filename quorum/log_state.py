@@ -67,9 +67,10 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 # 64 KiB or more as a multi-message "transmission" whose last-part test compares against
 # the wrong length (read in its source); 28 KiB stays under both. Each entry is a commit round
 # of the pipeline (quorum.metadata_log.PIPELINE_WINDOW in flight): a controlled shutdown's
-# 5,000-leadership batch took 36 entries at 16 KiB, 14 at 28 KiB with PartitionChange's tagged
-# fields left out (bench/shutdown_controller_side.py: the active controller's CPU over it
-# 1.47-1.72 s at 16 KiB, 1.14-1.28 s at 28 KiB, load 8-15).
+# 5,000-leadership batch takes 36 entries at 16 KiB, 21 at 28 KiB (14 once PartitionChange's
+# unchanged fields may be left off the wire: metadata.records). bench/shutdown_controller_side.py,
+# both changes together: the active controller's CPU over it 1.47-1.72 s at 16 KiB, 1.14-1.28 s
+# at 28 KiB (load 8-15).
 MAX_CHUNK_BYTES: Final = 28 * KIB
 _ARRAY_HEADER_MAX: Final = 5  # msgpack array32 header: the most an array adds to its items
 _ARRAY: Final = msgpack.Packer(use_bin_type=True)  # only its pack_array_header: no state kept between calls
