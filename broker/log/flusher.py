@@ -18,7 +18,9 @@ the log with its segment, and nothing is owed for it.
 
 One thread: fsyncs to one disk gain little from running side by side, and in order they
 complete oldest first, as each log applies them. The early writeback of active segments
-(`writeback`) runs on a second one: a roll's fsync never waits behind it, nor it behind one.
+(`writeback`) runs on a second one: a roll's fsync never waits behind it, nor it behind one;
+retention's removal of deleted segments (`segment_removal`, up to ~0.35 ms per MiB on a
+`discard` mount) on a third, for the same reason.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.segment_files import SegmentHandle
+from broker.log.segment_removal import SegmentRemover
 from broker.log.writeback import SegmentWriteback, libc_sync_file_range
 from common.errors import KafkaStorageError
 
@@ -70,13 +73,16 @@ class FlushWork:
 class SegmentFlusher:
     """A single thread running FlushWork in submission order. Thread-safe `submit`."""
 
-    def __init__(self, fsync: Fsync = os_fsync, writeback: SegmentWriteback | None = None) -> None:
+    def __init__(self, fsync: Fsync = os_fsync, writeback: SegmentWriteback | None = None,
+                 remover: SegmentRemover | None = None) -> None:
         """`fsync`: what syncs a descriptor (a test's stand-in may hold or fail it).
         `writeback`: what starts the early writeback of the logs' active segments (default:
-        libc's sync_file_range on a thread of its own)."""
+        libc's sync_file_range on a thread of its own). `remover`: what removes deleted
+        segments' files (default: os.unlink on a thread of its own)."""
         self._fsync = fsync
         self._pool: ThreadPoolExecutor | None = None  # started at the first roll
         self.writeback = SegmentWriteback(libc_sync_file_range()) if writeback is None else writeback
+        self.remover = SegmentRemover() if remover is None else remover
 
     def submit(self, work: FlushWork) -> Future[None]:
         """Start `work`; the future ends when every file is synced, or with the
@@ -116,9 +122,10 @@ class SegmentFlusher:
             os.close(fd)
 
     def shutdown(self) -> None:
-        """Wait for the flushes and writeback hand-offs in flight (bounded: local syscalls) and
-        stop the threads."""
+        """Wait for the flushes, writeback hand-offs and removals in flight (bounded: local
+        syscalls) and stop the threads."""
         self.writeback.shutdown()
+        self.remover.shutdown()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -499,13 +499,17 @@ class PartitionLog:
             self._pending_deletes.append((deadline, segment))
 
     def reap_deleted_segments(self, now_ms: int) -> None:
-        """Close and remove segments whose `file.delete.delay.ms` has passed."""
+        """Close and remove segments whose `file.delete.delay.ms` has passed: on the flusher's
+        removal thread when there is one (an unlink may wait for the disk's discards, ~0.35 ms
+        per MiB here), else on the caller's."""
         keep = []
         for deadline, segment in self._pending_deletes:
-            if deadline <= now_ms:
-                segment.delete()
-            else:
+            if deadline > now_ms:
                 keep.append((deadline, segment))
+            elif self._flusher is not None:
+                self._flusher.remover.remove(segment.removal(), self._name)
+            else:
+                segment.delete()
         self._pending_deletes = keep
 
     # ---- compaction --------------------------------------------------------------------

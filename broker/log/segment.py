@@ -34,6 +34,7 @@ from broker.log.segment_files import (
     SegmentHandle,
     new_key,
 )
+from broker.log.segment_removal import SegmentRemoval, remove_files
 from broker.log.time_index import TimeIndex
 from broker.log.txn_index import TXN_INDEX_SUFFIX
 from broker.log.txn_index_file import TransactionIndex
@@ -634,11 +635,18 @@ class LogSegment:
         self._files.drop(self._key)
 
     def delete(self) -> None:
-        """Release the descriptor (slices in flight keep theirs) and remove the files."""
-        self._files.drop(self._key)
-        self.log_path.unlink(missing_ok=True)
+        """Release the descriptor (slices in flight keep theirs) and remove the files, on the
+        caller's thread (a load, a close on the I/O pool; the event loop uses `removal`)."""
+        removal = self.removal()
+        remove_files(removal.paths, "")
+        del removal  # the descriptor closes now unless a slice in flight holds it
+
+    def removal(self) -> SegmentRemoval:
+        """Leave the segment's files to a `SegmentRemover`: the cache's handle (closed after
+        the unlinks) and the paths of the files that exist, the log file first."""
+        paths = [self.log_path]
         if self._indexes_made:  # indexes never made have no files
-            self.offset_index.delete()
-            self.time_index.delete()
-            self.txn_index.delete()
+            paths += (self.offset_index.path, self.time_index.path, self.txn_index.path)
+            self.txn_index.new_file = False  # no file, no entry owed (as its `delete` says)
+        return SegmentRemoval(tuple(paths), self._files.take(self._key))
 

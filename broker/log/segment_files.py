@@ -147,6 +147,12 @@ class SegmentFileCache:
             handle = self._handles.pop(key, None)
         del handle
 
+    def take(self, key: int) -> SegmentHandle | None:
+        """Forget the segment's handle and return it (None: not open), for a caller that lets
+        go of it later (a removal closes it after the unlinks, on its own thread)."""
+        with self._lock:
+            return self._handles.pop(key, None)
+
     def resize(self, max_open: int) -> None:
         """Change the bound, evicting at once if it shrank."""
         if max_open < 1:

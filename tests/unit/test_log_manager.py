@@ -388,6 +388,7 @@ def test_cleanup_applies_retention(managers: list[LogManager], dirs: list[Path],
         partition_log.update_high_watermark(high_watermark)
 
     assert manager.cleanup(now) == 2 * deleted
+    manager.flusher.remover.shutdown()  # the files go on its thread (restarted at its next use)
     for partition_log in logs:
         assert partition_log.log_start_offset == log_start
         assert [s.base_offset for s in partition_log.segments] == list(range(log_start, 10, 2))
