@@ -1,7 +1,7 @@
 """A follower's fetcher while partitions are created: CPU per metadata slice, and per idle round.
 
     python bench/fetcher_rounds.py [--partitions 50000] [--slices 100] [--slice-size 128]
-                                   [--idle-rounds 50]
+                                   [--idle-rounds 50] [--moves 0]
 
 One real `ReplicaFetcher` (through its `ReplicaFetcherManager`) in this process, following
 `--partitions` partitions of one leader; the leader is a fake connection that answers each
@@ -17,6 +17,13 @@ the partitions each Fetch named. Issue 35: a slice must cost what changed, not e
 partition followed (the whole creation of N partitions was O(N^2 / slice)).
 
 Phase 2: `--idle-rounds` rounds with nothing changed (CPU per idle round).
+
+Phase 3 (`--moves N`, none by default): a controlled shutdown of the leader as this follower
+sees it: N of the partitions, in slices of `--slice-size`, get a new leader epoch, half of them
+led by a third broker (they move to a second fetcher, with its own fake leader) and half led
+here (they leave the fetchers). Printed: CPU per moved partition over the whole phase, from
+each slice's apply to the old leader's next Fetch (the one forgetting them). The fetchers'
+own bookkeeping only: the fake leaders answer no partition and no error.
 
 The load average is printed beside the figures (the box is shared); CPU is the figure to
 compare. Nothing is asserted: a measurement, not a test.
@@ -44,6 +51,7 @@ from common.protocol import fetch  # noqa: E402
 from common.topic_partition import TopicPartition  # noqa: E402
 
 BROKER_ID, LEADER_ID, LEADER_EPOCH = 5, 4, 0
+NEW_LEADER_ID = 6  # phase 3: where half the moved partitions go (the other half is led here)
 SESSION_ID = 77
 TOPIC_SIZE = 10_000  # partitions per topic, as bench/partition_scale.py's "big" shape
 
@@ -76,6 +84,22 @@ class FakeReplicas:
         if partition is None or partition.leader_epoch != leader_epoch:
             return None
         return partition
+
+    def move(self, tps: list[TopicPartition]) -> None:
+        """ReplicaManager.apply_changes for a slice of a controlled shutdown of the leader: the
+        next leader epoch, led by NEW_LEADER_ID (odd partitions) or by this broker (even)."""
+        assert self.fetchers is not None
+        to_follow, led_here = [], []
+        for tp in tps:
+            leader_id = NEW_LEADER_ID if tp.partition % 2 else BROKER_ID
+            self.partitions[tp] = Partition(tp, "id", FakeLog(), leader_id, LEADER_EPOCH + 1,  # type: ignore[arg-type]
+                                            0, (LEADER_ID, BROKER_ID, 6), (BROKER_ID, 6))
+            if leader_id == BROKER_ID:
+                led_here.append(tp)
+            else:
+                to_follow.append((tp, leader_id, LEADER_EPOCH + 1))
+        self.fetchers.add_partitions(to_follow)
+        self.fetchers.remove_partitions(led_here)
 
     def apply(self, tps: list[TopicPartition]) -> None:
         """ReplicaManager.apply_changes for new follower partitions."""
@@ -130,11 +154,12 @@ def tps(start: int, count: int) -> list[TopicPartition]:
     return [TopicPartition(f"t{i // TOPIC_SIZE}", i % TOPIC_SIZE) for i in range(start, start + count)]
 
 
-async def run(partitions: int, slices: int, slice_size: int, idle_rounds: int) -> None:
+async def run(partitions: int, slices: int, slice_size: int, idle_rounds: int, moves: int) -> None:
     leader = FakeLeader()
+    leaders = {LEADER_ID: leader, NEW_LEADER_ID: FakeLeader()}
 
     async def connection(self: Any) -> Any:
-        return leader
+        return leaders[self.leader_id]
     replica_fetcher.ReplicaFetcher._connection = connection  # type: ignore[method-assign]
     replicas = FakeReplicas()
     manager = ReplicaFetcherManager(replicas, FetcherSettings(BROKER_ID), image=lambda: None)  # type: ignore[arg-type, return-value]
@@ -172,7 +197,27 @@ async def run(partitions: int, slices: int, slice_size: int, idle_rounds: int) -
     print(f"{idle_rounds} idle rounds: CPU per round median {statistics.median(per_round) * 1000:.3f} ms, "
           f"max {max(per_round) * 1000:.3f} ms; Fetch size {leader.fetches[-1]} B; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    if moves:
+        await move_phase(replicas, leaders, min(moves, partitions), slice_size)
     await manager.shutdown()
+
+
+async def move_phase(replicas: FakeReplicas, leaders: dict[int, FakeLeader], moves: int, slice_size: int) -> None:
+    old, new = leaders[LEADER_ID], leaders[NEW_LEADER_ID]
+    cpu = 0.0
+    for first in range(0, moves, slice_size):
+        before, sent = cpu_s(), len(old.fetches)
+        replicas.move(tps(first, min(slice_size, moves - first)))
+        old.answer()
+        if new.arrived.is_set():
+            new.answer()
+        while len(old.fetches) == sent and first + slice_size < moves:  # (its fetcher stops after the last)
+            await old.arrived.wait()
+        await asyncio.sleep(0)  # the new leader's fetcher sends its Fetch
+        cpu += cpu_s() - before
+    print(f"{moves} partitions moved in slices of {slice_size} (half to leader {NEW_LEADER_ID}, half led "
+          f"here): CPU {cpu:.2f} s, {cpu / moves * 1e6:.1f} us per moved partition; Fetches sent to the "
+          f"new leader {len(new.fetches)}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> None:
@@ -181,8 +226,9 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=100)
     parser.add_argument("--slice-size", type=int, default=128)
     parser.add_argument("--idle-rounds", type=int, default=50)
+    parser.add_argument("--moves", type=int, default=0, help="phase 3: this many followed partitions move")
     args = parser.parse_args()
-    asyncio.run(run(args.partitions, args.slices, args.slice_size, args.idle_rounds))
+    asyncio.run(run(args.partitions, args.slices, args.slice_size, args.idle_rounds, args.moves))
 
 
 if __name__ == "__main__":
