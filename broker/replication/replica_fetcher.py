@@ -138,8 +138,12 @@ class ReplicaFetcher:
     def back_off(self, tp: TopicPartition, state: PartitionFetchState, *, leader_behind: bool = False) -> None:
         delay = self._settings.backoff_ms / 1000
         if leader_behind:
-            delay = min(delay, LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind)
-            state.leader_behind += 1
+            # counted only while the doubling is below the backoff: a leader behind for ~1,000
+            # answers in a row made 0.02 * 2 ** n too large for a float (the fetcher failed)
+            behind_delay = LEADER_BEHIND_FIRST_RETRY_S * 2 ** state.leader_behind
+            if behind_delay < delay:
+                delay = behind_delay
+                state.leader_behind += 1
         self._rounds.back_off(tp, state, asyncio.get_running_loop().time() + delay)
 
     # ---- the loop ----------------------------------------------------------------------
