@@ -19,7 +19,9 @@ Encoder = Callable[[Any, int], list[Chunk]]  # (response, version) -> body chunk
 
 @dataclass(frozen=True, slots=True)
 class Codec:
-    """An API's request decoder and response encoder (each checks the version itself)."""
+    """An API's request decoder and response encoder. Each checks the version itself, except
+    where only the broker's RequestHandler calls it: that checks the version against the row's
+    range first (`request_handler.row_for`), and a hot codec (Fetch's) skips a second check."""
 
     decode: Decoder
     encode: Encoder

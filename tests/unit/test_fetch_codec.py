@@ -123,3 +123,32 @@ def test_v15_consumer_has_no_replica_state() -> None:
     data = join_chunks(fetch.encode_fetch_request(consumer, 15))
     assert fetch.decode_fetch_request(memoryview(data), 15) == consumer
     assert oracle("request", data, 15).replica_state is None
+
+
+def test_the_brokers_row_checks_no_version_and_clients_still_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's Fetch row decodes and encodes without a version check of its own (its
+    RequestHandler's row_for checked the version against the row's range, and refuses v3 or v18
+    with ProtocolError before any codec runs); the module's entries, for clients and tests,
+    still refuse a version tidelog does not serve."""
+    from broker.request_handler import ROWS, row_for
+    from common.protocol import api_keys
+    from common.protocol.frame import RequestHeader
+    from common.protocol.primitives import ProtocolError
+
+    row = ROWS[ApiKey.FETCH]
+    data = join_chunks(fetch.encode_fetch_request(request(16), 16))
+    encoded = join_chunks(fetch.encode_fetch_response(response(16), 16))
+    checks: list[int] = []
+    monkeypatch.setattr(fetch, "check_version", lambda key, version: checks.append(version))
+    assert row.codec.decode(memoryview(data), 16) == request(16)
+    assert join_chunks(row.codec.encode(response(16), 16)) == encoded
+    assert checks == []
+    monkeypatch.undo()
+    for version in (3, 18):
+        with pytest.raises(ProtocolError, match=f"FETCH v{version} is not supported"):
+            row_for(RequestHeader(int(ApiKey.FETCH), version, 1, None))
+        with pytest.raises(ProtocolError, match=f"FETCH v{version} is not supported"):
+            fetch.decode_fetch_request(memoryview(data), version)
+        with pytest.raises(ProtocolError, match=f"FETCH v{version} is not supported"):
+            fetch.encode_fetch_response(response(16), version)
+    assert api_keys.is_supported(ApiKey.FETCH, 17) and not api_keys.is_supported(ApiKey.FETCH, 18)
