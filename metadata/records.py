@@ -19,6 +19,7 @@ from typing import Any, TypeVar, Union
 
 import msgpack
 
+from common.metadata_version import LEGACY_LEVEL, SHORT_PARTITION_CHANGE_LEVEL
 from metadata.codec import (
     BOOL,
     BROKER_ID,
@@ -102,9 +103,10 @@ class _Schema:
     version: int
     kinds: Mapping[str, Kind]
     # Fields added after a record type was first written (Kafka's tagged fields): absent on
-    # the wire means this default, and (those in `omitted`) the default is left off the wire.
+    # the wire means this default, and the default is left off the wire (below metadata.version
+    # SHORT_PARTITION_CHANGE_LEVEL, only for those in `omitted_legacy`).
     optional: Mapping[str, Any]
-    omitted: Mapping[str, Any]
+    omitted_legacy: Mapping[str, Any]
 
 
 _R = TypeVar("_R")
@@ -116,16 +118,16 @@ _BY_TYPE_ID: dict[int, type] = {}
 def _record(type_id: int, version: int = 0, optional: Mapping[str, Any] | None = None,
             written: frozenset[str] = frozenset(), **kinds: Kind) -> Callable[[type[_R]], type[_R]]:
     """Register a record class under its type id; its field kinds must match its fields.
-    `written`: optional fields still written at their default, because a node of an earlier
-    build, which required them, may read the log (a short form waits for a metadata.version
-    that every node reads)."""
+    `written`: optional fields still written at their default below metadata.version
+    SHORT_PARTITION_CHANGE_LEVEL, because a node of an earlier build, which required them, may
+    read the log; from that level every node reads them absent."""
 
     def register(cls: type[_R]) -> type[_R]:
         names = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # every record is a dataclass
         if names != list(kinds):
             raise TypeError(f"{cls.__name__}: kinds {list(kinds)} do not match fields {names}")
-        read = dict(optional or {})
-        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds), MappingProxyType(read),
+        read = MappingProxyType(dict(optional or {}))
+        _SCHEMAS[cls] = _Schema(type_id, version, MappingProxyType(kinds), read,
                                 MappingProxyType({k: v for k, v in read.items() if k not in written}))
         _BY_TYPE_ID[type_id] = cls
         return cls
@@ -228,10 +230,10 @@ class Partition(_Record):
 
 # Every field but the partition's key is one of Kafka's tagged fields (PartitionChangeRecord.json:
 # Isr, Leader, Replicas, LeaderRecoveryState, Elr... each with its "unchanged" default), and this
-# build reads any of them absent as that default. It still writes them, as the builds before it
-# require them: left off, a moved leadership would be 78 bytes, not 115, and a controlled
-# shutdown's batch of 5,000 a third fewer Raft entries, once a metadata.version that every node of
-# the cluster reads (this build's or later) gates the short form.
+# build reads any of them absent as that default. The builds before it require them, so they are
+# written until the cluster finalizes metadata.version 2 (common.metadata_version), which every
+# node that reads the log then supports: left off, a moved leadership is 77 bytes, not 115, and
+# a controlled shutdown's batch of 5,000 a third fewer Raft entries.
 @_record(5, optional={"isr": None, "elr": None, "leader": NO_LEADER_CHANGE, "replicas": None,
                       "leader_recovery_state": None, "removing_replicas": None, "adding_replicas": None},
          written=frozenset({"isr", "elr", "leader", "replicas", "leader_recovery_state"}),
@@ -540,13 +542,15 @@ def new_partition_change(topic_id: str, partition_id: int, **fields: Any) -> Par
     return _new_partition_change(values)
 
 
-def record_to_map(record: Record) -> dict[str, Any]:
-    """The msgpack map of a record: type id, version and fields."""
+def record_to_map(record: Record, metadata_version: int = LEGACY_LEVEL) -> dict[str, Any]:
+    """The msgpack map of a record: type id, version and fields, in the form the cluster's finalized
+    `metadata_version` (common.metadata_version) lets every node read; the default, the oldest
+    form, any build reads."""
     schema = _SCHEMAS.get(type(record))
     if schema is None:
         raise MetadataRecordError(f"not a metadata record: {type(record).__name__}")
-    return {"type": schema.type_id, "version": schema.version,
-            **fields_to_map(record, schema.kinds, schema.omitted)}
+    omitted = schema.optional if metadata_version >= SHORT_PARTITION_CHANGE_LEVEL else schema.omitted_legacy
+    return {"type": schema.type_id, "version": schema.version, **fields_to_map(record, schema.kinds, omitted)}
 
 
 def record_from_map(m: Any) -> Record:
@@ -575,9 +579,9 @@ def record_from_map(m: Any) -> Record:
     return fields_from_map(cls, m, schema.kinds, cls.__name__, ignore=_ENVELOPE, optional=schema.optional)
 
 
-def encode_record(record: Record) -> bytes:
-    """One record as msgpack bytes."""
-    packed: bytes = msgpack.packb(record_to_map(record), use_bin_type=True)
+def encode_record(record: Record, metadata_version: int = LEGACY_LEVEL) -> bytes:
+    """One record as msgpack bytes (`record_to_map`'s form for `metadata_version`)."""
+    packed: bytes = msgpack.packb(record_to_map(record, metadata_version), use_bin_type=True)
     return packed
 
 
@@ -598,9 +602,9 @@ def decode_record(data: bytes) -> Record:
     return record_from_map(_unpack(data))
 
 
-def encode_records(records: Iterable[Record]) -> bytes:
-    """A batch of records as one msgpack array of record maps."""
-    packed: bytes = msgpack.packb([record_to_map(r) for r in records], use_bin_type=True)
+def encode_records(records: Iterable[Record], metadata_version: int = LEGACY_LEVEL) -> bytes:
+    """A batch of records as one msgpack array of record maps (`record_to_map`'s form)."""
+    packed: bytes = msgpack.packb([record_to_map(r, metadata_version) for r in records], use_bin_type=True)
     return packed
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
+from common.metadata_version import metadata_version
 from common.units import SECONDS
 from metadata.image import MetadataImage
 from metadata.records import AbortTransaction, BeginEpoch, Record
@@ -313,8 +314,9 @@ class ActiveController:
         """One chunk or a transaction (`QuorumLog.append`); a splittable list longer than a chunk
         as plain chunks, pipelined (see the module doc): `encoded` when they were cut already."""
         if splittable:
-            # RecordTooLargeError: nothing appended
-            chunks = list(encoded) if encoded is not None else split_records(records)
+            # RecordTooLargeError: nothing appended. The form: as MetadataLog.append's.
+            chunks = list(encoded) if encoded is not None else split_records(
+                records, metadata_version=metadata_version(self._log.image().features.levels))
             if len(chunks) > 1:
                 # sized like a transaction's deadline (MetadataLog.append): a heartbeat's timeout
                 # would cut a long list short, and an UNKNOWN chunk makes the controller renounce

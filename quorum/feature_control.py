@@ -26,6 +26,12 @@ nothing. What KIP-966 ties to its feature, as Kafka 4.1 does:
 - disabling it clears every partition's ELR (ReplicationControlManager's ELR clearing); a
   partition whose ISR is empty gets its ELR members back as its ISR, the KIP-841 state it would
   have without ELR (the last members that had every committed record), so it can elect again.
+
+metadata.version (common.metadata_version) gates what the controllers write: a new cluster starts
+at this build's latest level, a log of the builds before at 1 until an operator upgrades it, which
+is safe once every node (broker and controller) runs a build that supports the level: the nodes
+do not register their ranges (see `_check_update`), so this controller checks its own only. A
+downgrade across a level that changed the records is refused, as Kafka refuses it.
 """
 
 from __future__ import annotations
@@ -37,11 +43,11 @@ from typing import Final
 
 from common.errors import ErrorCode
 from common.limits import MAX_RECORDS_PER_USER_OP
+from common.metadata_version import METADATA_VERSION, SHORT_PARTITION_CHANGE_LEVEL
 from common.protocol.api_versions import (
     BOOTSTRAP_LEVELS,
     ELR_VERSION,
     LEGACY_LEVELS,
-    METADATA_VERSION,
     SUPPORTED_BY_NAME,
     finalized_levels,
 )
@@ -155,13 +161,31 @@ def _check_update(update: FeatureUpdate, current: int, node_id: int) -> None:
     if supported is not None and not supported.min_version <= level <= supported.max_version:
         raise _invalid(name, level, f"Local controller {node_id} only supports versions "
                                     f"{supported.min_version}-{supported.max_version}")
-    # tidelog's brokers run the controllers' build, so their ranges are these (Kafka also checks
-    # each registered broker's ranges, which differ only during a rolling upgrade).
+    # Kafka also checks each registered broker's and controller's ranges (they differ during a
+    # rolling upgrade). tidelog's registrations carry none, and the RegisterBroker record and the
+    # registration RPC refuse a field they do not know, so the build before could not read one
+    # added: the operator upgrades metadata.version once every node runs this build.
     if level < current and update.upgrade_type is UpgradeType.UPGRADE:
         raise _invalid(name, level, "Can't downgrade the version of this feature without setting the "
                                     "upgrade type to either safe or unsafe downgrade.")
     if level > current and update.upgrade_type is not UpgradeType.UPGRADE:
         raise _invalid(name, level, "Can't downgrade to a newer version.")
+    if name == METADATA_VERSION and level < current and _format_changed(level, current):
+        # FeatureControlManager.updateMetadataVersion: a downgrade across a level that changed what
+        # the log holds is refused, safe or unsafe (records written at `current` could be left
+        # that a node of `level` cannot read: a short PartitionChange)
+        why = ("Unsafe metadata downgrade is not supported in this version."
+               if update.upgrade_type is UpgradeType.UNSAFE_DOWNGRADE else
+               "Refusing to perform the requested downgrade because it might delete metadata information. "
+               "Retry using UNSAFE_DOWNGRADE if you want to force the downgrade to proceed.")
+        raise ControllerApiError(ErrorCode.INVALID_UPDATE_VERSION, f"Invalid metadata.version {level}. {why}",
+                                 field="feature_updates")
+
+
+def _format_changed(lower: int, higher: int) -> bool:
+    """MetadataVersion.checkIfMetadataChanged: whether a level in (lower, higher] changed the log's
+    records (every tidelog level above the legacy one does so far)."""
+    return lower < SHORT_PARTITION_CHANGE_LEVEL <= higher
 
 
 def update_features(image: MetadataImage, updates: Sequence[FeatureUpdate], *, validate_only: bool = False,

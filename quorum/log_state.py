@@ -45,6 +45,7 @@ from typing import Any, Final
 
 import msgpack
 
+from common.metadata_version import LEGACY_LEVEL
 from common.units import KIB
 from metadata.codec import MetadataRecordError
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -68,7 +69,7 @@ PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/tes
 # the wrong length (read in its source); 28 KiB stays under both. Each entry is a commit round
 # of the pipeline (quorum.metadata_log.PIPELINE_WINDOW in flight): a controlled shutdown's
 # 5,000-leadership batch takes 36 entries at 16 KiB, 21 at 28 KiB (14 once PartitionChange's
-# unchanged fields may be left off the wire: metadata.records). bench/shutdown_controller_side.py,
+# unchanged fields are left off the wire, at metadata.version 2: metadata.records). bench/shutdown_controller_side.py,
 # both changes together: the active controller's CPU over it 1.47-1.72 s at 16 KiB, 1.14-1.28 s
 # at 28 KiB (load 8-15).
 MAX_CHUNK_BYTES: Final = 28 * KIB
@@ -143,9 +144,9 @@ class CommittedChunk:
         return self.base_offset + self.count - 1
 
 
-def _encoded(record: Record, max_bytes: int) -> bytes:
+def _encoded(record: Record, max_bytes: int, metadata_version: int) -> bytes:
     """One record's msgpack bytes, refused when it cannot fit any chunk."""
-    data = encode_record(record)
+    data = encode_record(record, metadata_version)
     if len(data) + _ARRAY_HEADER_MAX > max_bytes:
         raise RecordTooLargeError(f"{type(record).__name__} record of {len(data)} bytes does not fit in a "
                                   f"{max_bytes}-byte chunk")
@@ -168,22 +169,25 @@ def _chunks(encoded: Sequence[bytes], max_bytes: int) -> list[bytes]:
     return chunks
 
 
-def split_records(records: Sequence[Record], max_bytes: int = MAX_CHUNK_BYTES) -> list[bytes]:
-    """Encode `records` as few chunks of at most `max_bytes`, keeping their order."""
-    return _chunks([_encoded(record, max_bytes) for record in records], max_bytes)
+def split_records(records: Sequence[Record], max_bytes: int = MAX_CHUNK_BYTES, *,
+                  metadata_version: int = LEGACY_LEVEL) -> list[bytes]:
+    """Encode `records` as few chunks of at most `max_bytes`, keeping their order, in the form of
+    the finalized `metadata_version` (`metadata.records.record_to_map`)."""
+    return _chunks([_encoded(record, max_bytes, metadata_version) for record in records], max_bytes)
 
 
 def transaction_chunks(records: Sequence[Record], name: str | None = None,
-                       max_bytes: int = MAX_CHUNK_BYTES) -> list[bytes]:
+                       max_bytes: int = MAX_CHUNK_BYTES, *, metadata_version: int = LEGACY_LEVEL) -> list[bytes]:
     """`records` as chunks that apply together: one chunk, or a BeginTransaction ... EndTransaction
-    frame over several (KIP-868). Each record is encoded once (a 10,000-partition creation
-    encoded every record four times: 0.16 s of the active controller's loop, unloaded)."""
-    encoded = [_encoded(record, max_bytes) for record in records]
+    frame over several (KIP-868), in the form of the finalized `metadata_version`. Each record is
+    encoded once (a 10,000-partition creation encoded every record four times: 0.16 s of the
+    active controller's loop, unloaded)."""
+    encoded = [_encoded(record, max_bytes, metadata_version) for record in records]
     chunks = _chunks(encoded, max_bytes)
     if len(chunks) <= 1:
         return chunks
-    return _chunks([_encoded(BeginTransaction(name), max_bytes), *encoded,
-                    _encoded(EndTransaction(), max_bytes)], max_bytes)
+    return _chunks([_encoded(BeginTransaction(name), max_bytes, metadata_version), *encoded,
+                    _encoded(EndTransaction(), max_bytes, metadata_version)], max_bytes)
 
 
 def check_epoch(controller_epoch: int, epoch: int, records: Sequence[Record],

@@ -52,6 +52,7 @@ from pysyncobj.encryptor import HAS_CRYPTO
 from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
 
+from common.metadata_version import metadata_version
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
@@ -738,7 +739,9 @@ class MetadataLog(VoterMembership, SyncObj):
         UNKNOWN leaves it open for the next active controller (`quorum.active_controller`) to
         abort, unless the End still commits.
         """
-        chunks = transaction_chunks(records, name)
+        # the form the applied image's metadata.version lets every node read: an upgrade's
+        # FeatureLevel switches it for the first append after the upgrade is applied
+        chunks = transaction_chunks(records, name, metadata_version=metadata_version(self.image().features.levels))
         if not chunks:
             raise ValueError("nothing to append")
         loop = asyncio.get_running_loop()

@@ -12,7 +12,9 @@ SupportedMaxVersion: B\tFinalizedVersionLevel: L\tEpoch: E" line per supported f
 not finalized); a change prints "F was upgraded to L." (with --dry-run "F can be upgraded to L."),
 or for every feature of a refused request "Could not upgrade F to L. <why>", and exits 1.
 --release-version sets what Kafka's release of that name finalizes by default, of the features
-tidelog implements (`RELEASE_LEVELS`); metadata.version has one level in tidelog and stays.
+tidelog implements (`RELEASE_LEVELS`); metadata.version's levels are tidelog's own, not a Kafka
+release's, so it stays: `upgrade --feature metadata.version=2` once every node runs a build that
+supports 2 (PartitionChange written short; a downgrade from it is refused).
 All updates go in one request, so a refusal changes nothing.
 """
 

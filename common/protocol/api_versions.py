@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from common.errors import ErrorCode
+from common.metadata_version import LATEST_LEVEL, LEGACY_LEVEL, METADATA_VERSION
 from common.protocol import messages
 from common.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey, is_supported
 
@@ -53,18 +54,15 @@ class SupportedFeature:
     max_version: int
 
 
-METADATA_VERSION: Final = "metadata.version"
 TRANSACTION_VERSION_FEATURE: Final = "transaction.version"
 ELR_VERSION: Final = "eligible.leader.replicas.version"  # KIP-966: level >= 1 enables ELR
-# tidelog's metadata.version: level 1 is the metadata log of msgpack records this build writes,
-# the only one so far (Kafka numbers its own 7 = 3.3-IV3 ... 27 = 4.1-IV1; ours are not Kafka's
-# record schemas, so they are not Kafka's numbers). A log without it is a pre-features log: 1.
-METADATA_VERSION_LEVEL: Final = 1
 # The one table ApiVersions, UpdateFeatures and `tidelog features` read. Not claimed: group.version
 # (KIP-848's consumer protocol is not served), kraft.version (pysyncobj's membership, not a
 # KRaft feature level), share.version and streams.version.
 SUPPORTED_FEATURES: Final = (
-    SupportedFeature(METADATA_VERSION, METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+    # tidelog's own levels of its metadata log format (common.metadata_version): 2 writes
+    # PartitionChange short, which the builds before it cannot read
+    SupportedFeature(METADATA_VERSION, LEGACY_LEVEL, LATEST_LEVEL),
     # Kafka 4.0's transactions v2 (KIP-890 part 2): a Java client enables it when the finalized
     # `transaction.version` is >= 2. Levels 0/1 are v1's protocol (1 only changes Kafka's record
     # format), which older clients keep speaking.
@@ -73,13 +71,15 @@ SUPPORTED_FEATURES: Final = (
 )
 SUPPORTED_BY_NAME: Final = MappingProxyType({f.name: f for f in SUPPORTED_FEATURES})
 # What a new cluster finalizes (Kafka 4.1's defaults for what tidelog implements: transactions v2,
-# ELR on): the first active controller of an empty log writes these (quorum.feature_control).
-BOOTSTRAP_LEVELS: Final = MappingProxyType({METADATA_VERSION: METADATA_VERSION_LEVEL,
+# ELR on; this build's latest metadata.version, as Kafka bootstraps at its latest production one):
+# the first active controller of an empty log writes these (quorum.feature_control).
+BOOTSTRAP_LEVELS: Final = MappingProxyType({METADATA_VERSION: LATEST_LEVEL,
                                             TRANSACTION_VERSION_FEATURE: 2, ELR_VERSION: 1})
 # What a log written before feature records behaves as, and gets written on its first activation
 # (as Kafka writes metadata.version 3.0-IV1 for a log without one): what this build answered
-# before (transaction.version 2 finalized), ELR off until `tidelog features upgrade`.
-LEGACY_LEVELS: Final = MappingProxyType({METADATA_VERSION: METADATA_VERSION_LEVEL, TRANSACTION_VERSION_FEATURE: 2})
+# before (transaction.version 2 finalized), ELR off and metadata.version 1 (a log of the builds
+# before, which may still run during a rolling upgrade) until `tidelog features upgrade`.
+LEGACY_LEVELS: Final = MappingProxyType({METADATA_VERSION: LEGACY_LEVEL, TRANSACTION_VERSION_FEATURE: 2})
 
 
 def finalized_levels(levels: Mapping[str, int]) -> dict[str, int]:

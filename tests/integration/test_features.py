@@ -25,11 +25,22 @@ import pytest
 from common.config_schema import Password
 from common.errors import ErrorCode
 from common.kafka_client import KafkaClient
+from common.metadata_version import METADATA_VERSION
 from common.protocol import api_versions, messages
 from common.protocol.api_keys import ApiKey
 from common.waiting import wait_until_async
 from localcluster.launcher import LocalCluster, free_ports
-from metadata.records import BeginEpoch, Config, ConfigResourceType, FeatureLevel, NoOp, Topic
+from metadata.records import (
+    NO_LEADER,
+    BeginEpoch,
+    Config,
+    ConfigResourceType,
+    FeatureLevel,
+    NoOp,
+    Partition,
+    PartitionChange,
+    Topic,
+)
 from quorum.active_controller import ActiveController
 from quorum.controller_runtime import decide_result
 from quorum.feature_bootstrap import FeatureBootstrapLog
@@ -40,8 +51,9 @@ from quorum.voters import Voter
 from tests.integration.cluster_fixtures import running_cluster, wait_until
 from tidelog.cli_common import parse_bootstrap_servers
 
-ELR, TV, MV = api_versions.ELR_VERSION, api_versions.TRANSACTION_VERSION_FEATURE, api_versions.METADATA_VERSION
+ELR, TV, MV = api_versions.ELR_VERSION, api_versions.TRANSACTION_VERSION_FEATURE, METADATA_VERSION
 MIN_ISR = "min.insync.replicas"
+TOPIC_ID = "dG9waWMtb3JkZXJzLWFhYQ"
 WAIT_S = 10.0
 
 
@@ -81,7 +93,7 @@ async def test_a_new_log_is_finalized_with_its_first_epoch(tmp_path: Path, voter
     voters.append(voter := Voter1(tmp_path, port, with_features=True))
     await voter.active()
     records = [r for _, r in voter.log.records_from(0, 100)]
-    assert records == [BeginEpoch(voter.controller.epoch), FeatureLevel(ELR, 1), FeatureLevel(MV, 1),
+    assert records == [BeginEpoch(voter.controller.epoch), FeatureLevel(ELR, 1), FeatureLevel(MV, 2),
                        FeatureLevel(TV, 2), Config(ConfigResourceType.BROKER, "", MIN_ISR, "1")]
 
 
@@ -113,6 +125,34 @@ async def test_an_old_log_keeps_its_behaviour_until_upgraded(tmp_path: Path, vot
     await again.active()
     last = again.log.records_from(image.offset + 1, 100)
     assert [r for _, r in last] == [BeginEpoch(again.controller.epoch)]  # nothing more to finalize
+
+
+async def test_an_old_log_writes_partition_changes_short_once_upgraded(tmp_path: Path, voters: list[Voter1]) -> None:
+    """metadata.version 1 (a log of the builds before) keeps the full PartitionChange the builds
+    before read; the first append after the upgrade to 2 commits is short (MetadataLog.append)."""
+    (port,) = free_ports(("127.0.0.1",), 1)
+    voters.append(old := Voter1(tmp_path, port, with_features=False))
+    await old.active()
+    assert (await old.controller.append([Topic("orders", TOPIC_ID), Partition(TOPIC_ID, 0, (1,), (1,), leader=1),
+                                          NoOp()], 2.0)).committed
+    voters.remove(old)
+    await old.close()
+    voters.append(new := Voter1(tmp_path, port, with_features=True))
+    await new.active()
+    assert new.log.image().feature_level(MV) == 1
+
+    def moved(leader: int) -> dict[str, object]:  # the map of a leadership change as the log holds it
+        return [m for _, m in new.log.record_maps_from(0, 1000) if m["type"] == 5 and m.get("leader") == leader][-1]
+
+    assert (await new.controller.append([PartitionChange(TOPIC_ID, 0, leader=NO_LEADER)], 2.0)).committed
+    assert set(moved(NO_LEADER)) == {"type", "version", "topic_id", "partition_id", "isr", "elr", "leader",
+                                     "replicas", "leader_recovery_state"}
+    upgrade = update_features(new.log.image(), [FeatureUpdate(MV, 2)])
+    assert (await new.controller.append(upgrade.records, 2.0)).committed and new.log.image().feature_level(MV) == 2
+    assert (await new.controller.append([PartitionChange(TOPIC_ID, 0, leader=1)], 2.0)).committed
+    assert set(moved(1)) == {"type", "version", "topic_id", "partition_id", "leader"}
+    partition = new.log.image().topic("orders").partitions[0]  # type: ignore[union-attr]
+    assert (partition.leader, partition.isr, partition.replicas) == (1, (1,), (1,))
 
 
 # --- a real cluster ----------------------------------------------------------------------------
@@ -157,7 +197,7 @@ def cli(cluster: LocalCluster, *args: str) -> tuple[int, str]:
 
 def test_a_new_cluster_finalizes_elr_in_api_versions(cluster: LocalCluster) -> None:
     levels, epoch = finalized(cluster)
-    assert levels == {MV: 1, TV: 2, ELR: 1} and epoch > 0
+    assert levels == {MV: 2, TV: 2, ELR: 1} and epoch > 0
 
     from kafka.admin import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
@@ -220,3 +260,16 @@ def test_min_insync_replicas_is_a_cluster_level_dynamic_default(cluster: LocalCl
     admin.create_topics([NewTopic("described", 1, 1)])["described"].result(timeout=10)
     entry = admin.describe_configs([topic])[topic].result(timeout=10)[MIN_ISR]
     assert (entry.value, entry.source) == ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+
+def test_the_cli_shows_metadata_version_2_and_refuses_its_downgrade(cluster: LocalCluster) -> None:
+    code, out = cli(cluster, "describe")
+    assert code == 0 and f"Feature: {MV}\tSupportedMinVersion: 1\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2" \
+        in out, out
+    for unsafe, why in (((), "Refusing to perform the requested downgrade because it might delete metadata "
+                             "information. Retry using UNSAFE_DOWNGRADE if you want to force the downgrade to proceed."),
+                        (("--unsafe",), "Unsafe metadata downgrade is not supported in this version.")):
+        code, out = cli(cluster, "downgrade", "--feature", f"{MV}=1", *unsafe)
+        assert (code, out) == (1, f"Could not downgrade {MV} to 1. Invalid metadata.version 1. {why} (field: "
+                                  "feature_updates)\n1 out of 1 operation(s) failed.\n"), out
+    assert finalized(cluster)[0][MV] == 2

@@ -53,8 +53,10 @@ WITH_ELR = image(Topic("t", TOPIC_ID), Partition(TOPIC_ID, 0, (1, 2, 3), (1, 2, 
 
 
 @pytest.mark.parametrize(("given", "expected"), [
-    (EPOCH_ONLY, (FeatureLevel(ELR, 1), FeatureLevel(MV, 1), FeatureLevel(TV, 2), MIN_ISR_DEFAULT)),
-    (OLD_CLUSTER, (FeatureLevel(MV, 1), FeatureLevel(TV, 2))),  # as it behaved: no ELR
+    # a new cluster at this build's latest metadata.version: PartitionChange written short
+    (EPOCH_ONLY, (FeatureLevel(ELR, 1), FeatureLevel(MV, 2), FeatureLevel(TV, 2), MIN_ISR_DEFAULT)),
+    # as it behaved: no ELR, the records the builds before read (metadata.version 1)
+    (OLD_CLUSTER, (FeatureLevel(MV, 1), FeatureLevel(TV, 2))),
     (NEW_CLUSTER, ()),  # finalized already
 ])
 def test_activation_records(given: MetadataImage, expected: tuple[Record, ...]) -> None:
@@ -72,8 +74,8 @@ def test_new_cluster_levels_and_their_epoch_in_api_versions() -> None:
     answer = api_versions.response(3, E.NONE, (), features, NEW_CLUSTER.offset)
     decoded = messages.decode(type(answer), bytes(messages.encode(answer)))
     assert {(f.name, f.min_version, f.max_version) for f in decoded.supported_features} == {
-        (MV, 1, 1), (TV, 0, 2), (ELR, 0, 1)}
-    assert {(f.name, f.max_version_level) for f in decoded.finalized_features} == {(MV, 1), (TV, 2), (ELR, 1)}
+        (MV, 1, 2), (TV, 0, 2), (ELR, 0, 1)}
+    assert {(f.name, f.max_version_level) for f in decoded.finalized_features} == {(MV, 2), (TV, 2), (ELR, 1)}
     assert decoded.finalized_features_epoch == NEW_CLUSTER.offset
     legacy = api_versions.broker_features(OLD_CLUSTER.features.levels)
     assert {f.name: f.finalized for f in legacy} == {MV: 1, TV: 2, ELR: 0}
@@ -84,7 +86,15 @@ REFUSED = [
     (NEW_CLUSTER, [FeatureUpdate(ELR, 0)], E.INVALID_UPDATE_VERSION, "without setting the upgrade type"),
     (NEW_CLUSTER, [FeatureUpdate(ELR, 2)], E.INVALID_UPDATE_VERSION, "only supports versions 0-1"),
     (NEW_CLUSTER, [FeatureUpdate(TV, 3)], E.INVALID_UPDATE_VERSION, "only supports versions 0-2"),
-    (NEW_CLUSTER, [FeatureUpdate(MV, 0, SAFE)], E.INVALID_UPDATE_VERSION, "only supports versions 1-1"),
+    (NEW_CLUSTER, [FeatureUpdate(MV, 0, SAFE)], E.INVALID_UPDATE_VERSION, "only supports versions 1-2"),
+    (NEW_CLUSTER, [FeatureUpdate(MV, 3)], E.INVALID_UPDATE_VERSION, "only supports versions 1-2"),
+    # FeatureControlManager.updateMetadataVersion's refusals of a downgrade across a format change
+    (NEW_CLUSTER, [FeatureUpdate(MV, 1, SAFE)], E.INVALID_UPDATE_VERSION, "Invalid metadata.version 1. Refusing "
+     "to perform the requested downgrade because it might delete metadata information. Retry using "
+     "UNSAFE_DOWNGRADE if you want to force the downgrade to proceed."),
+    (NEW_CLUSTER, [FeatureUpdate(MV, 1, UNSAFE)], E.INVALID_UPDATE_VERSION, "Invalid metadata.version 1. Unsafe "
+     "metadata downgrade is not supported in this version."),
+    (NEW_CLUSTER, [FeatureUpdate(MV, 1)], E.INVALID_UPDATE_VERSION, "without setting the upgrade type"),
     (NEW_CLUSTER, [FeatureUpdate("group.version", 1)], E.INVALID_UPDATE_VERSION, "does not support this feature"),
     (OLD_CLUSTER, [FeatureUpdate(ELR, 1, SAFE)], E.INVALID_UPDATE_VERSION, "Can't downgrade to a newer version"),
     (NEW_CLUSTER, [FeatureUpdate(TV, -1, UNSAFE)], E.INVALID_UPDATE_VERSION, "cannot be less than 0"),
@@ -124,7 +134,7 @@ def test_an_upgrade_of_an_old_log_writes_its_metadata_version_first() -> None:
 
 def test_validate_only_answers_the_levels_and_writes_nothing() -> None:
     result = update_features(NEW_CLUSTER, [FeatureUpdate(TV, 0, SAFE)], validate_only=True)
-    assert result.records == () and dict(result.response.levels) == {MV: 1, ELR: 1}
+    assert result.records == () and dict(result.response.levels) == {MV: 2, ELR: 1}
 
 
 def test_disabling_elr_clears_every_elr_and_refills_an_empty_isr() -> None:
@@ -151,3 +161,16 @@ def test_elr_writes_the_controllers_static_min_insync_replicas() -> None:
     assert activation_records(EPOCH_ONLY, min_insync_replicas=2)[-1] == two
     activated = image(*activation_records(OLD_CLUSTER), base=OLD_CLUSTER)
     assert update_features(activated, [FeatureUpdate(ELR, 1)], min_insync_replicas=2).records[-1] == two
+
+
+def test_an_old_log_upgrades_metadata_version_to_2() -> None:
+    """The operator's `tidelog features upgrade --feature metadata.version=2` on a log of the builds
+    before: refused by none of the checks, and then the same level again is a no-op update."""
+    activated = image(*activation_records(OLD_CLUSTER), base=OLD_CLUSTER)
+    result = update_features(activated, [FeatureUpdate(MV, 2)])
+    assert result.records == (FeatureLevel(MV, 2),) and dict(result.response.levels) == {MV: 2, TV: 2}
+    upgraded = image(*result.records, base=activated)
+    assert upgraded.feature_level(MV) == 2
+    assert update_features(upgraded, [FeatureUpdate(MV, 2)]).records == (FeatureLevel(MV, 2),)
+    # not yet activated (no BeginEpoch of this build): its levels are written first, then the upgrade
+    assert update_features(OLD_CLUSTER, [FeatureUpdate(MV, 2)]).records == (FeatureLevel(TV, 2), FeatureLevel(MV, 2))

@@ -506,9 +506,9 @@ async def test_a_batch_computed_ahead_reaches_the_log_encoded(big, monkeypatch: 
     on_the_loop: list[int] = []
     split = active_controller.split_records
 
-    def counted(records):  # type: ignore[no-untyped-def]
+    def counted(records, **form):  # type: ignore[no-untyped-def]
         on_the_loop.append(len(records))
-        return split(records)
+        return split(records, **form)
 
     monkeypatch.setattr(active_controller, "split_records", counted)
     runtime = runtime_for(log, controller, Clock())

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.metadata_version import LEGACY_LEVEL, SHORT_PARTITION_CHANGE_LEVEL
 from metadata.codec import fields_from_map
 from metadata.records import (
     _SCHEMAS,
@@ -130,6 +131,30 @@ def test_a_change_reads_with_its_unchanged_fields_left_off_and_is_written_in_ful
     assert len(short) < len(written)
     assert record_from_map(short) == record == decode_record(msgpack.packb(short))
     assert {name for name in kinds if name not in short} <= set(_SCHEMAS[PartitionChange].optional)
+
+
+@pytest.mark.parametrize("record", [PartitionChange(TOPIC_ID, 7, isr=(5, 6), leader=5),
+                                    PartitionChange(TOPIC_ID, 3, isr=(2,), elr=(), leader=2, replicas=(2, 1)),
+                                    PartitionChange(TOPIC_ID, 0, removing_replicas=(), adding_replicas=())])
+def test_metadata_version_2_writes_a_change_short(record):
+    """From metadata.version 2 the unchanged fields are left off (every node reads them absent):
+    the map is the record's changed fields only, this build reads it as the same record, and a
+    moved leadership (leader and ISR) is 77 bytes, not 115. Below 2 the writer is unchanged."""
+    short = record_to_map(record, SHORT_PARTITION_CHANGE_LEVEL)
+    changed = {k for k in _SCHEMAS[PartitionChange].optional if getattr(record, k) != _SCHEMAS[
+        PartitionChange].optional[k]}
+    assert set(short) == {"type", "version", "topic_id", "partition_id", *changed}
+    assert record_from_map(short) == record == decode_record(encode_record(record, SHORT_PARTITION_CHANGE_LEVEL))
+    assert decode_records(encode_records([record, record], SHORT_PARTITION_CHANGE_LEVEL)) == (record, record)
+    assert record_to_map(record, LEGACY_LEVEL) == record_to_map(record)  # the default: what any build reads
+    if record.partition_id == 7:
+        assert (len(encode_record(record, SHORT_PARTITION_CHANGE_LEVEL)), len(encode_record(record))) == (77, 115)
+
+
+@pytest.mark.parametrize(("record", "wire"), CASES, ids=CASE_IDS)
+def test_metadata_version_2_changes_only_partition_change(record, wire):
+    if type(record) is not PartitionChange:
+        assert record_to_map(record, SHORT_PARTITION_CHANGE_LEVEL) == wire
 
 
 def test_table_covers_every_record_type():
