@@ -256,16 +256,20 @@ class ActiveController:
             records, atomic, splittable, chunks = (decided.records, decided.atomic, decided.splittable,
                                                    decided.chunks) \
                 if isinstance(decided, ControllerResult) else (decided, pending.atomic, False, None)
+            if splittable and records and chunks is None:  # RecordTooLargeError: nothing appended
+                # in the form the decision's image's metadata.version lets every node read
+                chunks = split_records(records, metadata_version=metadata_version(before.features.levels))
             computed = loop.time()
             outcome = None
             if records:
                 outcome = await self._append_while_leader(records, epoch, remaining, atomic, splittable, chunks)
                 if outcome.kind is OutcomeKind.COMMITTED:
-                    if splittable and len(records) > 1:
+                    if splittable and len(records) > 1 and chunks is not None:
                         logger.info("Committed %d record(s) at offsets %s..%s, epoch %d, without a transaction "
-                                    "(each chunk stands alone): computed in %d ms, committed %d ms later", len(records),
-                                    outcome.first_offset, outcome.last_offset, epoch,
-                                    round((computed - started) * 1000), round((loop.time() - computed) * 1000))
+                                    "(each chunk stands alone; %d chunk(s), %d bytes): computed in %d ms, committed "
+                                    "%d ms later", len(records), outcome.first_offset, outcome.last_offset, epoch,
+                                    len(chunks), sum(len(c) for c in chunks), round((computed - started) * 1000),
+                                    round((loop.time() - computed) * 1000))
                     for line in unclean_elections(before, records):
                         logger.warning("%s", line)
                     if pending.on_committed is not None:
@@ -312,11 +316,9 @@ class ActiveController:
     async def _append(self, records: Sequence[Record], epoch: int, timeout_s: float, atomic: bool,
                       splittable: bool, encoded: Sequence[bytes] | None = None) -> AppendOutcome:
         """One chunk or a transaction (`QuorumLog.append`); a splittable list longer than a chunk
-        as plain chunks, pipelined (see the module doc): `encoded` when they were cut already."""
-        if splittable:
-            # RecordTooLargeError: nothing appended. The form: as MetadataLog.append's.
-            chunks = list(encoded) if encoded is not None else split_records(
-                records, metadata_version=metadata_version(self._log.image().features.levels))
+        as plain chunks, pipelined (see the module doc): `encoded`, cut by the caller."""
+        if splittable and encoded is not None:
+            chunks = list(encoded)
             if len(chunks) > 1:
                 # sized like a transaction's deadline (MetadataLog.append): a heartbeat's timeout
                 # would cut a long list short, and an UNKNOWN chunk makes the controller renounce
