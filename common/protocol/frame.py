@@ -185,6 +185,15 @@ class FrameDecoder:
                 out.append(frame if len(frame) == self._size else memoryview(frame)[:self._size])
                 self._frame, self._filled = None, 0
             return
+        if not self._end and nbytes >= SIZE_PREFIX_BYTES:
+            # The usual small request: the read holds exactly one whole frame, from the buffer's
+            # front. Taken here as `_split` would take it, without its call and loop.
+            view = self._view
+            assert view is not None  # get_buffer gave it out
+            size = _SIZE.unpack_from(view)[0]
+            if nbytes - SIZE_PREFIX_BYTES == size and 0 <= size <= self.max_request_bytes:
+                out.append(bytes(view[SIZE_PREFIX_BYTES:nbytes]))
+                return
         self._end += nbytes
         self._split(out)
 

@@ -348,7 +348,56 @@ async def test_the_head_of_a_slice_answered_in_turn_waits_for_the_slice(
     assert await read_response(reader) == (5, b"F" + data_file[1][9:9 + length])
     writer.write(request(6, b"now after"))
     assert await read_response(reader) == (6, b"after")
-    assert spy.flags == [socket.MSG_MORE]
+    assert spy.flags == [socket.MSG_MORE, 0]  # the head waits for the slice; the next answer goes at once
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+async def test_answers_in_turn_go_to_the_socket_and_what_it_refuses_to_the_transport(
+        server: KafkaServer, data_file: tuple[int, bytes], monkeypatch: pytest.MonkeyPatch, refuse: bool) -> None:
+    """An answer written from the reader's turn is sent on the socket itself (the transport's
+    write would make the same send after its own checks); what the socket refuses goes to the
+    transport's write, whole and in order."""
+    reader, writer = await connect(server)
+    writer.write(request(4, b"now before"))
+    assert await read_response(reader) == (4, b"before")
+    (connection,) = server._connections.values()
+    spy = _SendSpy(connection._sock, refuse)  # type: ignore[arg-type]
+    connection._sock = spy  # type: ignore[assignment]
+    by_transport: list[bytes] = []
+    transport_write = connection.transport.write
+
+    def spy_write(data: bytes) -> None:
+        by_transport.append(bytes(data))
+        transport_write(data)
+    monkeypatch.setattr(connection.transport, "write", spy_write)
+    for i in range(5, 8):
+        writer.write(request(i, f"now p{i}".encode()))
+        assert await read_response(reader) == (i, f"p{i}".encode())
+    length = COALESCE_BYTES + 1
+    writer.write(request(8, f"now-file 9 {length}".encode()))
+    assert await read_response(reader) == (8, b"F" + data_file[1][9:9 + length])
+    assert spy.flags == [0, 0, 0, socket.MSG_MORE]
+    assert len(by_transport) == (4 if refuse else 0)
+
+
+async def test_requests_taken_in_turn_do_not_ask_asyncio_for_the_loop(
+        server: KafkaServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver's turn uses the loop its connection keeps: in CPython 3.11 each
+    asyncio.get_running_loop() is a getpid(2), one syscall per request."""
+    reader, writer = await connect(server)
+    writer.write(request(1, b"now first"))
+    assert await read_response(reader) == (1, b"first")
+    asked: list[int] = []
+    get_running_loop = asyncio.get_running_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        asked.append(1)
+        return get_running_loop()
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+    for i in range(2, 12):
+        writer.write(request(i, f"now p{i}".encode()))
+        assert await read_response(reader) == (i, f"p{i}".encode())
+    assert asked == []
 
 
 async def test_in_flight_is_bounded_and_reading_resumes(server: KafkaServer) -> None:
