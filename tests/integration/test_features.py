@@ -29,6 +29,7 @@ from common.metadata_version import METADATA_VERSION
 from common.protocol import api_versions, messages
 from common.protocol.api_keys import ApiKey
 from common.waiting import wait_until_async
+from localcluster.cluster_layout import NodeSpec, load_or_create_secrets, resolve_layout
 from localcluster.launcher import LocalCluster, free_ports
 from metadata.records import (
     NO_LEADER,
@@ -46,9 +47,9 @@ from quorum.controller_runtime import decide_result
 from quorum.feature_bootstrap import FeatureBootstrapLog
 from quorum.feature_control import FeatureUpdate, update_features
 from quorum.metadata_log import MetadataLog
-from quorum.quorum_settings import QuorumSettings
+from quorum.quorum_settings import METADATA_DIR_NAME, QuorumSettings
 from quorum.voters import Voter
-from tests.integration.cluster_fixtures import running_cluster, wait_until
+from tests.integration.cluster_fixtures import HOSTS, READY_S, running_cluster, spawn_node, wait_until
 from tidelog.cli_common import parse_bootstrap_servers
 
 ELR, TV, MV = api_versions.ELR_VERSION, api_versions.TRANSACTION_VERSION_FEATURE, METADATA_VERSION
@@ -273,3 +274,80 @@ def test_the_cli_shows_metadata_version_2_and_refuses_its_downgrade(cluster: Loc
         assert (code, out) == (1, f"Could not downgrade {MV} to 1. Invalid metadata.version 1. {why} (field: "
                                   "feature_updates)\n1 out of 1 operation(s) failed.\n"), out
     assert finalized(cluster)[0][MV] == 2
+
+
+# --- a real cluster upgraded from a log of the builds before --------------------------------------
+
+
+def seed_old_log(spec: NodeSpec, password: str) -> None:
+    """What a build from before feature records left in controller `spec`'s metadata dir: a log
+    without metadata.version (a cluster-level config, so it is no new cluster)."""
+
+    async def seed() -> None:
+        voter = Voter(spec.node_id, spec.host, spec.raft_port)
+        log = MetadataLog(QuorumSettings(spec.node_id, {spec.node_id: voter}, spec.directory / METADATA_DIR_NAME,
+                                         Password(password)))
+        controller = ActiveController(log)  # no FeatureBootstrapLog: the older build
+        task = asyncio.create_task(controller.run())
+        try:
+            await wait_until_async("an active controller", lambda: controller.is_active, WAIT_S, poll_s=0.02)
+            assert (await controller.append([Config(ConfigResourceType.BROKER, "", MIN_ISR, "1")], 2.0)).committed
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            log.close()
+
+    asyncio.run(seed())
+
+
+def metadata_maps(spec: NodeSpec, password: str) -> list[dict[str, Any]]:
+    """Every record of the stopped controller's metadata log, as the map its chunk holds."""
+
+    async def read() -> list[dict[str, Any]]:
+        voter = Voter(spec.node_id, spec.host, spec.raft_port)
+        log = MetadataLog(QuorumSettings(spec.node_id, {spec.node_id: voter}, spec.directory / METADATA_DIR_NAME,
+                                         Password(password)))
+        try:
+            await wait_until_async("the log loaded", lambda: log.image().offset > 0, WAIT_S, poll_s=0.02)
+            return [m for _, m in log.record_maps_from(0, 100_000)]
+        finally:
+            log.close()
+
+    return asyncio.run(read())
+
+
+def test_an_upgraded_cluster_writes_a_leadership_move_short(tmp_path: Path) -> None:
+    """A controller whose log a build before feature records wrote finalizes metadata.version 1
+    (PartitionChange in full, which that build reads); `tidelog features upgrade` to 2, and the
+    leadership moves of a broker's controlled shutdown are written short."""
+    root = (tmp_path / "cluster").resolve()
+    root.mkdir()
+    raft_port, admin_port, kafka_port, metrics_port = free_ports(HOSTS, 4)
+    ports = {"raft_port": raft_port, "admin_port": admin_port, "kafka_port": kafka_port, "metrics_port": metrics_port}
+    specs = resolve_layout(root, controllers=1, brokers=2, **ports)
+    controller = next(s for s in specs if s.role == "controller")
+    password = load_or_create_secrets(root).password
+    seed_old_log(controller, password)
+    with LocalCluster.start(root, controllers=1, brokers=2, ready_timeout=READY_S, spawn=spawn_node,
+                            extra_properties={"broker.heartbeat.interval.ms": "200",
+                                              "broker.session.timeout.ms": "3000"}, **ports) as cluster:
+        try:
+            wait_until("the brokers serving clients", lambda: finalized(cluster)[0].get(MV) == 1)
+            code, out = cli(cluster, "upgrade", "--feature", f"{MV}=2")
+            assert (code, out) == (0, f"{MV} was upgraded to 2.\n"), out
+            wait_until("the broker at metadata.version 2", lambda: finalized(cluster)[0].get(MV) == 2)
+            from confluent_kafka.admin import AdminClient, NewTopic
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+            admin.create_topics([NewTopic("moved", 4, 2)])["moved"].result(timeout=10)
+            brokers = [s for s in specs if s.role == "broker"]
+            leaving = brokers[0]
+            wait_until("every partition with both replicas in sync", lambda: all(
+                len(p.isrs) == 2 for p in admin.list_topics("moved", timeout=5).topics["moved"].partitions.values()))
+            assert cluster.node(leaving.node_id).stop().outcome == "stopped"  # a controlled shutdown
+        finally:
+            cluster.stop()
+    maps = metadata_maps(controller, password)
+    features = [(m["name"], m["level"]) for m in maps if m["type"] == 12]
+    assert features[-1] == (MV, 2) and (MV, 1) in features, features
+    moves = [m for m in maps if m["type"] == 5 and "leader" in m]
+    assert moves and all(set(m) <= {"type", "version", "topic_id", "partition_id", "isr", "leader"} for m in moves), moves
