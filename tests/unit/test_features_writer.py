@@ -18,7 +18,6 @@ from metadata.snapshot import encode_snapshot
 from metadata.records import (
     BeginEpoch,
     BrokerRegistrationChange,
-    FeatureLevel,
     Listener,
     Partition,
     PartitionChange,
@@ -26,7 +25,6 @@ from metadata.records import (
     RegisterBroker,
     Topic,
     decode_records,
-    encode_records,
 )
 from quorum.active_controller import ActiveController
 from quorum.broker_control import continue_leaving
@@ -34,6 +32,7 @@ from quorum.controller_result import ControllerResult, LeaveFollowUp
 from quorum.controller_runtime import _encoded_ahead
 from quorum.feature_control import FeatureUpdate, activation_records, update_features
 from quorum.log_state import AppendOutcome, MetadataLogState, split_records, transaction_chunks
+from tests.unit.test_quorum_active_controller import ScriptedLog
 
 TOPIC_ID = "dG9waWMtaWQtYWFhYWFhYQ"
 FULL_KEYS = {"type", "version", "topic_id", "partition_id", "isr", "elr", "leader", "replicas", "leader_recovery_state"}
@@ -89,42 +88,20 @@ def test_the_encoders_take_the_level_they_are_given() -> None:
             frozenset({"type", "version", "topic_id", "partition_id", "isr", "leader"})}
 
 
-class RecordingLog:
-    """A QuorumLog over MetadataLogState, led by this node at term 1, that keeps the chunks of every
-    append_chunks (a splittable decision of more than one chunk, which ActiveController encodes)."""
+class RecordingLog(ScriptedLog):
+    """The active controller's tests' scripted log, led by this node at term 1, from `image`, also
+    keeping the chunks of every append_chunks (a splittable decision of more than one chunk, which
+    ActiveController encodes)."""
 
     def __init__(self, image: MetadataImage) -> None:
+        super().__init__()
         self.state = MetadataLogState(encode_snapshot(image))
         self.chunks: list[bytes] = []
-
-    def leadership(self) -> tuple[bool, int]:
-        return True, 1
-
-    def fatal_error(self) -> str | None:
-        return None
-
-    def leader_address(self) -> str | None:
-        return "127.0.0.1:9093"
-
-    def image(self) -> MetadataImage:
-        return self.state.image
-
-    def in_transaction(self) -> bool:
-        return self.state.in_transaction
-
-    async def append(self, records: Sequence[Record], epoch: int, timeout_s: float, *,
-                     atomic: bool = True) -> AppendOutcome:
-        return self.state.apply_chunk(encode_records(records), epoch)
+        self.lead(1)
 
     async def append_chunks(self, chunks: Sequence[bytes], epoch: int, timeout_s: float) -> list[AppendOutcome]:
         self.chunks.extend(chunks)
-        return [self.state.apply_chunk(chunk, epoch) for chunk in chunks]
-
-    def add_state_listener(self, listener: Callable[[], None]) -> None:
-        pass
-
-    def remove_state_listener(self, listener: Callable[[], None]) -> None:
-        pass
+        return await super().append_chunks(chunks, epoch, timeout_s)
 
 
 @pytest.fixture
