@@ -25,10 +25,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
+from broker.log.io_worker import IoWorker
 from common.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
@@ -193,7 +195,7 @@ class CheckpointWriter:
         self._lock = threading.Lock()
         # per file, its next write (the content's renderer and its waiters' future), not started
         self._queued: dict[Path, tuple[Callable[[], bytes], Future[None]]] = {}
-        self._pool: ThreadPoolExecutor | None = None  # started at the first write
+        self._worker = IoWorker("checkpoint-writer")  # its thread starts at the first write
 
     def submit(self, path: Path, render: Callable[[], bytes]) -> Future[None]:
         """Write `path` with `render()`'s bytes, after the writes asked for before. `render`
@@ -210,9 +212,8 @@ class CheckpointWriter:
             # the outcome from the others, nor the file its owed write
             future.set_running_or_notify_cancel()
             self._queued[path] = (render, future)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
-            self._pool.submit(self._write_next, path)
+            # (the job reports its own failure to `future`'s waiters; `what` covers a bug in it)
+            self._worker.submit(partial(self._write_next, path), what=f"writing checkpoint {path}")
         return future
 
     def _write_next(self, path: Path) -> None:
@@ -230,12 +231,12 @@ class CheckpointWriter:
             future.set_result(None)
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the thread once the writes asked for have ended (`wait=False`: without waiting
-        for them, when a bounded wait for them ran out)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=wait)
+        """Stop the thread once the writes asked for have ended (at most io_worker.CLOSE_WAIT_S;
+        `wait=False`: without waiting for them, when a bounded wait for them ran out)."""
+        if wait:
+            self._worker.close()
+        else:
+            self._worker.close(0)
 
 
 def all_done(futures: Sequence[Future[None]]) -> Future[None]:

@@ -16,10 +16,10 @@ segment, retention rename it `.deleted` or a truncation cut it meanwhile and the
 reaches the right file. Index files are opened by path here: one renamed away meanwhile left
 the log with its segment, and nothing is owed for it.
 
-One thread: fsyncs to one disk gain little from running side by side, and in order they
-complete oldest first, as each log applies them. The early writeback of active segments
-(`writeback`) runs on a second one: a roll's fsync never waits behind it, nor it behind one;
-retention's removal of deleted segments (`segment_removal`, up to ~0.35 ms per MiB on a
+One thread (an `IoWorker`): fsyncs to one disk gain little from running side by side, and in
+order they complete oldest first, as each log applies them. The early writeback of active
+segments (`writeback`) runs on a second one: a roll's fsync never waits behind it, nor it behind
+one; the removal of deleted segments and logs (`segment_removal`, up to ~0.35 ms per MiB on a
 `discard` mount) on a third, for the same reason.
 """
 
@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from broker.log.io_worker import IoWorker
 from broker.log.segment_files import SegmentHandle
 from broker.log.segment_removal import SegmentRemover
 from broker.log.writeback import SegmentWriteback, libc_sync_file_range
@@ -80,19 +82,17 @@ class SegmentFlusher:
         libc's sync_file_range on a thread of its own). `remover`: what removes deleted
         segments' files (default: os.unlink on a thread of its own)."""
         self._fsync = fsync
-        self._pool: ThreadPoolExecutor | None = None  # started at the first roll
+        self._worker = IoWorker("log-flush")  # its thread starts at the first roll
         self.writeback = SegmentWriteback(libc_sync_file_range()) if writeback is None else writeback
         self.remover = SegmentRemover() if remover is None else remover
 
     def submit(self, work: FlushWork) -> Future[None]:
         """Start `work`; the future ends when every file is synced, or with the
-        KafkaStorageError of the first that could not be."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
-        return self._pool.submit(self.run, work)
+        KafkaStorageError of the first that could not be (the log reports it)."""
+        return self._worker.submit(partial(self.run, work))
 
     def run(self, work: FlushWork) -> None:
-        """Do `work` on the calling thread (the pool's; tests call it directly)."""
+        """Do `work` on the calling thread (the worker's; tests call it directly)."""
         if work.epoch_sync is not None:
             work.epoch_sync()
         for segment in work.segments:
@@ -122,10 +122,8 @@ class SegmentFlusher:
             os.close(fd)
 
     def shutdown(self) -> None:
-        """Wait for the flushes, writeback hand-offs and removals in flight (bounded: local
-        syscalls) and stop the threads."""
+        """Wait for the flushes, writeback hand-offs and removals in flight (each thread for at
+        most io_worker.CLOSE_WAIT_S) and stop the threads."""
         self.writeback.shutdown()
         self.remover.shutdown()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._worker.close()

@@ -32,11 +32,13 @@ import logging
 import mmap
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from broker.log.flush_rules import WRITEBACK_BYTES, writeback_start, writeback_step
+from broker.log.io_worker import IoWorker
 from broker.log.segment_files import SegmentHandle
 
 if TYPE_CHECKING:  # segment.py imports flusher.py, which imports this
@@ -83,7 +85,7 @@ class SegmentWriteback:
         """`start_writeback`: the syscall (`libc_sync_file_range()`; a test's stand-in; None:
         not available here)."""
         self._start = start_writeback
-        self._pool: ThreadPoolExecutor | None = None  # started at the first hand-off
+        self._worker = IoWorker("log-writeback")  # its thread starts at the first hand-off
 
     @property
     def available(self) -> bool:
@@ -121,10 +123,9 @@ class SegmentWriteback:
 
     def start(self, handle: SegmentHandle, path: Path, start: int, end: int) -> Future[None]:
         """Start writeback of bytes [start, end) of the file behind `handle` (pinned until
-        done); the future ends with an OSError naming the file if the call failed."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="log-writeback")
-        return self._pool.submit(self._run, handle, path, start, end)
+        done); the future ends with an OSError naming the file if the call failed (the log's
+        next `hand_off` reports it)."""
+        return self._worker.submit(partial(self._run, handle, path, start, end))
 
     def _run(self, handle: SegmentHandle, path: Path, start: int, end: int) -> None:
         assert self._start is not None  # PartitionLog hands nothing over when not `available`
@@ -136,6 +137,4 @@ class SegmentWriteback:
 
     def shutdown(self) -> None:
         """Wait for the hand-offs in flight (each returns once its writes are queued)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._worker.close()

@@ -168,7 +168,7 @@ def test_without_sync_file_range_the_log_hands_nothing_over(tmp_path: Path) -> N
     try:
         log = open_log(tmp_path, flusher=flusher)
         append_until(log, 2 * WRITEBACK_BYTES)
-        assert not writeback.available and writeback._pool is None  # no thread was ever started
+        assert not writeback.available and not writeback._worker.started  # no thread was ever started
     finally:
         flusher.shutdown()
 
