@@ -330,6 +330,18 @@ class _SendSpy:
         return self.sock.send(data, flags)
 
 
+async def spied_connection(server: KafkaServer, refuse: bool
+                           ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Connection, _SendSpy]:
+    """A connection whose first answer went out, its socket's sends recorded from then on."""
+    reader, writer = await connect(server)
+    writer.write(request(4, b"now before"))
+    assert await read_response(reader) == (4, b"before")
+    (connection,) = server._connections.values()
+    spy = _SendSpy(connection._sock, refuse)  # type: ignore[arg-type]
+    connection._sock = spy  # type: ignore[assignment]
+    return reader, writer, connection, spy
+
+
 @pytest.mark.parametrize("refuse", [False, True])
 async def test_the_head_of_a_slice_answered_in_turn_waits_for_the_slice(
         server: KafkaServer, data_file: tuple[int, bytes], refuse: bool) -> None:
@@ -337,12 +349,7 @@ async def test_the_head_of_a_slice_answered_in_turn_waits_for_the_slice(
     slice's first segment, not in one of their own that wakes the client for a few bytes; a
     socket that takes none of them leaves them to the transport and the slice to the writer,
     the answers still whole and in order."""
-    reader, writer = await connect(server)
-    writer.write(request(4, b"now before"))
-    assert await read_response(reader) == (4, b"before")
-    (connection,) = server._connections.values()
-    spy = _SendSpy(connection._sock, refuse)  # type: ignore[arg-type]
-    connection._sock = spy  # type: ignore[assignment]
+    reader, writer, _, spy = await spied_connection(server, refuse)
     length = COALESCE_BYTES + 1
     writer.write(request(5, f"now-file 9 {length}".encode()))
     assert await read_response(reader) == (5, b"F" + data_file[1][9:9 + length])
@@ -357,12 +364,7 @@ async def test_answers_in_turn_go_to_the_socket_and_what_it_refuses_to_the_trans
     """An answer written from the reader's turn is sent on the socket itself (the transport's
     write would make the same send after its own checks); what the socket refuses goes to the
     transport's write, whole and in order."""
-    reader, writer = await connect(server)
-    writer.write(request(4, b"now before"))
-    assert await read_response(reader) == (4, b"before")
-    (connection,) = server._connections.values()
-    spy = _SendSpy(connection._sock, refuse)  # type: ignore[arg-type]
-    connection._sock = spy  # type: ignore[assignment]
+    reader, writer, connection, spy = await spied_connection(server, refuse)
     by_transport: list[bytes] = []
     transport_write = connection.transport.write
 
