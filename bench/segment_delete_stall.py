@@ -8,7 +8,13 @@ long until the files were gone (the flusher's threads stopped: what a removal th
 had to do). On a filesystem mounted with `discard` an unlink waits for its discards, so the
 turn's wall time is the figure (the CPU is small either way).
 
+`--topic-partitions N`: a topic deletion instead. A log manager holds N logs of `--segments`
+segments each; the turn is `LogManager.delete_log` of every one of them, as a metadata apply
+that deletes the topic runs it on the event loop (`ReplicaRoles`), and "gone" is when the log
+manager's shutdown has returned and no partition directory is left.
+
     python bench/segment_delete_stall.py [--segment-mib 64] [--segments 4] [--rounds 3] [--dir DIR]
+    python bench/segment_delete_stall.py --topic-partitions 16 --segment-mib 16 --segments 2
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import time
 from pathlib import Path
 
 from broker.log.flusher import SegmentFlusher
+from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from common.log_config import LogConfig
 from common.records import build_batch
+from common.topic_partition import TopicPartition
 from common.units import MIB
 
 
@@ -51,21 +59,53 @@ def run_once(directory: Path, segment_mib: int, segments: int, batch: bytes) -> 
     return turn_wall * 1e3, turn_cpu * 1e3, gone * 1e3
 
 
+def run_topic_delete(directory: Path, partitions: int, segment_mib: int, segments: int,
+                     batch: bytes) -> tuple[float, float, float]:
+    """(the deletion turn's wall ms, its thread's CPU ms, wall ms until the directories are gone)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    config = LogConfig(segment_bytes=segment_mib * MIB, retention_ms=-1)
+    manager = LogManager([directory], config, now_ms=0)
+    tps = [TopicPartition("bench", i) for i in range(partitions)]
+    per_segment = segment_mib * MIB // len(batch)
+    for tp in tps:
+        log = manager.get_or_create_log(tp, now_ms=0)
+        for i in range(per_segment * segments):  # full segments; the last stays active
+            log.append(batch, now_ms=i, leader_epoch=0)
+        log.wait_for_flushes()  # the rolled ones are durable; the active one is not, as on a broker
+    start_wall, start_cpu = time.perf_counter(), time.thread_time()
+    for tp in tps:
+        manager.delete_log(tp)
+    turn_wall, turn_cpu = time.perf_counter() - start_wall, time.thread_time() - start_cpu
+    manager.shutdown()
+    gone = time.perf_counter() - start_wall
+    assert not [p for p in directory.iterdir() if p.is_dir()], "directories left"
+    return turn_wall * 1e3, turn_cpu * 1e3, gone * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--segment-mib", type=int, default=64)
     parser.add_argument("--segments", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="on the brokers' filesystem")
+    parser.add_argument("--topic-partitions", type=int, default=0,
+                        help="delete a topic of this many partitions instead (0: retention)")
     args = parser.parse_args()
     batch = build_batch([(None, os.urandom(1000)) for _ in range(1000)])  # ~1 MB
     base = Path(tempfile.mkdtemp(prefix="segment-delete-", dir=args.dir))
     try:
         for round_ in range(args.rounds):
-            turn, cpu, gone = run_once(base / "log", args.segment_mib, args.segments, batch)
+            if args.topic_partitions:
+                turn, cpu, gone = run_topic_delete(base / "data", args.topic_partitions,
+                                                   args.segment_mib, args.segments, batch)
+                what = f"a topic of {args.topic_partitions} x {args.segments} x {args.segment_mib} MiB"
+            else:
+                turn, cpu, gone = run_once(base / "log", args.segment_mib, args.segments, batch)
+                what = f"{args.segments} x {args.segment_mib} MiB"
             with open("/proc/loadavg") as f:
                 load = f.read().split()[0]
-            print(f"round {round_}: {args.segments} x {args.segment_mib} MiB: the loop's turn "
+            print(f"round {round_}: {what}: the loop's turn "
                   f"{turn:.1f} ms wall, {cpu:.1f} ms CPU; files gone after {gone:.1f} ms (load {load})")
     finally:
         shutil.rmtree(base, ignore_errors=True)

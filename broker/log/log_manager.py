@@ -435,7 +435,9 @@ class LogManager:
         return [self._pool.submit(run, bounds[i], bounds[i + 1]) for i in range(runs)]
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Remove a partition's log: rename its directory away atomically, then delete it."""
+        """Remove a partition's log: rename its directory away atomically (the name is free at
+        once), then delete it on the flusher's removal thread (`segment_removal`: the unlinks
+        wait for the disk's discards); the shutdown waits for it."""
         partition_log = self.logs.pop(tp, None)
         if partition_log is None:
             return
@@ -447,11 +449,15 @@ class LogManager:
         self._count[directory] -= 1
         partition_log.changes = None
         self._offset_checkpoints.forget(partition_log, directory)
-        partition_log.close()
+        # Nothing of a deleted log is written any more (Kafka flushes none either): a close
+        # fsynced each active segment on this thread (the event loop), only for it to be
+        # removed. Its `.deleted` segments' handles go to the removal thread, the others' are
+        # let go of; a flush in flight finds the renamed files gone and owes nothing for them.
+        partition_log.reap_deleted_segments(now_ms=NEVER_MS)
+        partition_log.release()
         doomed = directory / f"{tp.dir_name}.{os.urandom(8).hex()}{DELETE_DIR_SUFFIX}"
         os.replace(partition_log.directory, doomed)
-        fsync_directory(directory)
-        shutil.rmtree(doomed)
+        self.flusher.remover.remove_directory(doomed)  # reports its own failure
         log.debug("Deleted log for partition %s", tp)  # the replica manager says it, or counts it
 
     def _watch(self, partition_log: PartitionLog) -> None:

@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -43,7 +44,12 @@ from broker.log.log_validator import validate_produced
 from broker.log.retention import retention_steps
 from broker.log.segment import FileSlice, LogSegment
 from broker.log.segment_files import SegmentFileCache
-from broker.log.producer_snapshot import delete_snapshots_from, snapshot_offsets, write_snapshot
+from broker.log.producer_snapshot import (
+    delete_snapshots_from,
+    prune_snapshots,
+    snapshot_offsets,
+    write_snapshot,
+)
 from broker.log.txn_index import AbortedTxn
 from broker.log.writeback import NO_WRITEBACK
 from broker.log.timestamp_lookup import (
@@ -327,6 +333,15 @@ class PartitionLog:
             self.flush(base)
         else:
             self._flush_in_background(base)
+        # Room for the producer snapshot the appender writes at `base` now (replica_appends):
+        # the older ones go on the removal thread (an unlink may wait for the disk's discards).
+        # One queued there may yet remove a snapshot a truncation and a new roll wrote at the
+        # same offset meanwhile: then the next open replays from an older one.
+        if self._flusher is None:
+            prune_snapshots(self.directory, base, self._name)
+        else:
+            self._flusher.remover.submit(partial(prune_snapshots, self.directory, base, self._name),
+                                         what=f"{self._name}pruning producer snapshots below {base}")
 
     # ---- read --------------------------------------------------------------------------
 
@@ -678,6 +693,7 @@ class PartitionLog:
                 write_snapshot(self.directory, leo, self.snapshot_source(), durable=False)
             except KafkaStorageError as e:  # the next open replays from an older one
                 log.warning("%sNo producer snapshot at close: %s", self._name, e)
+            prune_snapshots(self.directory, leo, self._name)
         for segment in self._segments:
             segment.flush()
             segment.close()

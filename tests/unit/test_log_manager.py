@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from broker.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -24,6 +26,7 @@ from broker.log.log_manager import (
 from broker.log.leader_epochs import EpochEntry
 from broker.log.partition_log import PartitionLog
 from broker.log.segment import LogSegment, RecoveryResult
+from broker.log.segment_removal import SegmentRemoval
 from common.topic_partition import TopicPartition
 from common.errors import KafkaStorageError
 from common.record_batch import iter_batches
@@ -231,6 +234,7 @@ def test_delete_log_removes_the_partition_directory(managers: list[LogManager],
     doomed = logs[ORDERS_0].directory
     manager.delete_log(ORDERS_0)
     assert not doomed.exists()
+    manager.flusher.remover.shutdown()  # the renamed directory goes on the removal thread
     assert sorted(p.name for p in dirs[0].iterdir() if p.is_dir()) == [PAYMENTS_0.dir_name]
     assert manager.get_log(ORDERS_0) is None
     manager.delete_log(ORDERS_0)  # unknown partition: nothing to do
@@ -248,6 +252,71 @@ def test_deleted_partition_can_be_created_again_empty(managers: list[LogManager]
     again = manager.get_or_create_log(ORDERS_0, now_ms=NOW)
     assert again.log_end_offset == 0
     assert again.leader_epoch_cache.entries == []
+
+
+def _hold_the_removal_thread(manager: LogManager, directory: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Keep the manager's removal thread on a file of its own until the returned gate opens."""
+    gate, real_unlink = threading.Event(), os.unlink
+
+    def unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        if os.fspath(path).endswith("hold-the-removal-thread"):
+            gate.wait(10)  # bounded: the test opens it
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    (directory / "hold-the-removal-thread").touch()
+    manager.flusher.remover.remove(SegmentRemoval((directory / "hold-the-removal-thread",), None), "")
+    return gate
+
+
+def test_a_deleted_log_frees_its_name_at_once_and_goes_on_the_removal_thread(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The event loop only renames the directory (a topic deletion's unlinks wait for the disk's
+    discards) and fsyncs nothing (its data is not flushed to be deleted); the removal thread
+    deletes it, and the shutdown waits for that."""
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 3)  # the active segment not flushed
+    gate = _hold_the_removal_thread(manager, dirs[0], monkeypatch)
+    synced_on: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced_on.append(threading.current_thread().name)
+                        or real_fsync(fd))
+    manager.delete_log(ORDERS_0)
+    assert threading.current_thread().name not in synced_on
+    doomed = [p for p in dirs[0].iterdir() if p.name.endswith(DELETE_DIR_SUFFIX)]
+    assert not (dirs[0] / ORDERS_0.dir_name).exists() and len(doomed) == 1  # renamed, not removed yet
+    assert doomed[0].name.startswith(f"{ORDERS_0.dir_name}.") and any(doomed[0].iterdir())
+    again = manager.get_or_create_log(ORDERS_0, now_ms=NOW)  # a re-created topic: the name is free
+    fill(again, 1)
+    threading.Timer(0.2, gate.set).start()
+    manager.shutdown()  # waits for the removal in flight
+    assert not doomed[0].exists()
+    assert sorted(p.name for p in dirs[0].iterdir() if p.is_dir()) == [ORDERS_0.dir_name]
+    assert open_manager(managers, dirs[:1]).logs[ORDERS_0].log_end_offset == 1
+
+
+def test_a_deleted_log_directory_that_cannot_be_removed_is_one_error_line(
+        managers: list[LogManager], dirs: list[Path], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    manager = open_manager(managers, dirs[:1])
+    fill(manager.get_or_create_log(ORDERS_0, now_ms=NOW), 3)
+
+    def refuse(path: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with caplog.at_level(logging.ERROR):
+        manager.delete_log(ORDERS_0)  # the caller (the event loop) hears nothing: the thread reports
+        manager.flusher.remover.shutdown()
+    doomed = [p for p in dirs[0].iterdir() if p.name.endswith(DELETE_DIR_SUFFIX)]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(doomed) == 1 and len(errors) == 1
+    assert str(doomed[0]) in errors[0] and "Permission denied" in errors[0]
+    monkeypatch.undo()
+    manager.shutdown()
+    open_manager(managers, dirs[:1])  # the next start's load removes it
+    assert not doomed[0].exists()
 
 
 def test_load_removes_leftover_delete_dirs(managers: list[LogManager], dirs: list[Path],
