@@ -4,14 +4,19 @@ its nodes end with the zygote (PR_SET_PDEATHSIG), so a test process that dies le
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from chaos.nemesis import Nemesis
+from common.limits import KILL_WAIT
 from common.log_setup import LEVEL_ENV
 from common.waiting import wait_until
+from localcluster.cluster_layout import CONTROLLER, NodeSpec
 from tidelog.testing import Cluster
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
 from tidelog.testing.zygote import ForkedNode, Zygote, fork_or_spawn, node_command
@@ -89,3 +94,92 @@ def test_a_forked_node_runs_with_the_environment_of_its_start(tmp_path: Path, mo
     with pytest.raises(LauncherError, match="unknown log level 'no-such-level'"):
         LocalCluster.start(tmp_path, combined=True, controllers=1, brokers=0, raft_port=ports[0],
                            admin_port=ports[1], kafka_port=ports[2], metrics_port=ports[3], spawn=fork_or_spawn)
+
+
+# -- reaping ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_zygote() -> Iterator[Zygote]:
+    """A zygote of this test's own: the test holds it blocked, which the shared one must never be."""
+    zygote = Zygote()
+    try:
+        zygote.ping()
+        yield zygote
+    finally:
+        zygote.close()
+
+
+def waiting_node(zygote: Zygote, directory: Path, node_id: int) -> ForkedNode:
+    """A forked node that waits, alive, until killed: its config file is a FIFO nobody writes."""
+    spec = NodeSpec(node_id=node_id, role=CONTROLLER, host="127.0.0.1", raft_port=1, admin_port=1,
+                    directory=directory)
+    os.mkfifo(spec.properties_path)
+    return zygote.spawn(spec)
+
+
+@contextlib.contextmanager
+def reading(fifo: Path) -> Iterator[Callable[[], str]]:
+    """`fifo` open for reading (a writer's open of it goes through): what came through so far."""
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    read: list[bytes] = []
+
+    def so_far() -> str:
+        with contextlib.suppress(BlockingIOError):
+            read.append(os.read(reader, 4096))
+        return b"".join(read).decode()
+
+    try:
+        yield so_far
+    finally:
+        os.close(reader)
+
+
+def exited(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def sigchld_pending(pid: int) -> bool:
+    """SIGCHLD queued for `pid` (to the process, or to its main thread) and not taken yet."""
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ":\t" in line)
+    return bool((int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)) & (1 << (signal.SIGCHLD - 1)))
+
+
+def waits_for_a_reader(pid: int) -> bool:
+    """`pid`'s main thread is blocked opening a FIFO for writing, until someone opens it for reading."""
+    return Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner"
+
+
+def test_a_node_exiting_while_the_zygote_writes_anothers_exit_line_is_reaped_too(tmp_path: Path,
+                                                                               own_zygote: Zygote) -> None:
+    """Two nodes exiting together: the second's SIGCHLD reaches the zygote while it writes the first's
+    exit line (held here: that log is a FIFO without a reader). The zygote reaped in its SIGCHLD handler
+    once, which then ran again inside itself, reaped the first there, and died of ECHILD when the outer
+    call reaped it too; its other nodes then lingered as zombies of pid 1, "running" to a stop."""
+    zygote = own_zygote._popen.pid
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    first_log = tmp_path / "first" / "node.log"
+    os.mkfifo(first_log)
+    with reading(first_log):
+        first = waiting_node(own_zygote, tmp_path / "first", 1)
+        second = waiting_node(own_zygote, tmp_path / "second", 2)
+    first_pid, second_pid = first.pid, second.pid
+    assert first_pid is not None and second_pid is not None
+    try:  # no reader now: the zygote's open of the first's log blocks
+        os.kill(first_pid, signal.SIGKILL)
+        wait_until("the zygote to wait for a reader of the first node's log", lambda: waits_for_a_reader(zygote), 10)
+        os.kill(second_pid, signal.SIGKILL)
+        wait_until("the zygote to take the second node's SIGCHLD and wait again",
+                   lambda: exited(second_pid) and not sigchld_pending(zygote) and waits_for_a_reader(zygote), 10)
+    finally:  # the zygote's open returns, whatever happened above
+        with reading(first_log) as so_far:
+            written = wait_until("the first node's exit line", lambda: so_far() if "exited with" in so_far() else "", 10)
+    assert f"(pid {first_pid}) exited with status -9" in written
+    wait_until("both nodes reaped", lambda: not first.running() and not second.running(), KILL_WAIT)
+    assert second.exit_status == -9
+    own_zygote.ping()  # it lives on
