@@ -2,7 +2,7 @@
 
 A node is `python -m tidelog controller|broker|combined --config <node dir>/server.properties`
 with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a bounded wait,
-then SIGKILL for stragglers. A pid read back from cluster.json is signalled only while its
+then SIGKILL for stragglers; one that outlives SIGKILL is reported with what held it (held_by). A pid read back from cluster.json is signalled only while its
 command line still names that node's config file: a recycled pid is never hit.
 """
 
@@ -110,8 +110,9 @@ class NodeProcess:
             return StopReport(self.spec, self.pid, "not running", self.exit_status)
         self.send(signal.SIGKILL)
         _wait_all_exit([self], KILL_WAIT)
-        outcome = "did not die" if self.running() else "killed"
-        return StopReport(self.spec, self.pid, outcome, self.exit_status)
+        if self.running():
+            return StopReport(self.spec, self.pid, "did not die", self.exit_status, held_by(self.pid))
+        return StopReport(self.spec, self.pid, "killed", self.exit_status)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:
@@ -127,11 +128,51 @@ class StopReport:
     pid: int | None
     outcome: str  # "stopped", "killed" (needed SIGKILL), "not running", "did not die"
     exit_status: int | None
+    held: str = ""  # "did not die": what held the process then (held_by)
 
     def describe(self) -> str:
         status = "" if self.exit_status is None else f", exit status {self.exit_status}"
         pid = "" if self.pid is None else f" (pid {self.pid})"
-        return f"{self.node.label}{pid}: {self.outcome}{status}"
+        held = f" ({self.held})" if self.held else ""
+        return f"{self.node.label}{pid}: {self.outcome}{status}{held}"
+
+
+def held_by(pid: int | None) -> str:
+    """What keeps a SIGKILLed process's pid alive, from /proc, for the stop report: "zombie" (it has
+    exited; its parent, named with its state and wchan, has not reaped it yet) or the threads still in
+    the kernel with their state and wchan (D: an uninterruptible wait, such as an fsync, that
+    SIGKILL cannot end; the leader shows Z while another thread is held). "" without procfs."""
+    if pid is None:
+        return ""
+    proc = Path("/proc") / str(pid)
+    threads = []
+    try:
+        ppid = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+        for task in sorted((proc / "task").iterdir(), key=lambda t: int(t.name)):  # bounded by its threads
+            state = (task / "stat").read_text().rpartition(")")[2].split()[0]
+            if state not in ("Z", "X"):
+                threads.append(f"thread {task.name} {state}{_waiting_in(task)}")
+    except (OSError, ValueError, IndexError):  # gone meanwhile, or no procfs
+        return ""
+    if threads:
+        return "; ".join(threads)
+    return f"zombie, not reaped by its parent {_described(ppid)}"
+
+
+def _described(pid: int) -> str:
+    """`pid (comm) state S in wchan` of a live process, for a report."""
+    proc = Path("/proc") / str(pid)
+    try:
+        comm, _, rest = (proc / "stat").read_text().partition(" (")[2].rpartition(")")
+        return f"pid {pid} ({comm}) {rest.split()[0]}{_waiting_in(proc)}"
+    except OSError:
+        return f"pid {pid} (gone)"
+
+
+def _waiting_in(task: Path) -> str:
+    """" in <kernel function>" where a sleeping task waits (its wchan); "" for a running one."""
+    wchan = (task / "wchan").read_text().strip()
+    return "" if wchan in ("", "0") else f" in {wchan}"
 
 
 def _wait_all_exit(nodes: Sequence[NodeProcess], timeout: float) -> None:
@@ -170,7 +211,7 @@ def stop_report(node: NodeProcess, *, was_running: bool, killed: bool) -> StopRe
     if not was_running:
         outcome = "not running"
     elif node.running():
-        outcome = "did not die"
+        return StopReport(node.spec, node.pid, "did not die", node.exit_status, held_by(node.pid))
     else:
         outcome = "killed after ignoring SIGTERM" if killed else "stopped"
     return StopReport(node.spec, node.pid, outcome, node.exit_status)
