@@ -2,8 +2,9 @@
 
 A node is `python -m tidelog controller|broker|combined --config <node dir>/server.properties`
 with stdout and stderr appended to `<node dir>/node.log`. Stopping is SIGTERM, a bounded wait,
-then SIGKILL for stragglers; one that outlives SIGKILL is reported with what held it (held_by). A pid read back from cluster.json is signalled only while its
-command line still names that node's config file: a recycled pid is never hit.
+then SIGKILL for stragglers; one that outlives SIGKILL is reported with what held it (held_by).
+A pid read back from cluster.json is signalled only while its command line still names that
+node's config file: a recycled pid is never hit.
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ def test_the_threads_still_in_the_kernel_are_named_with_their_state_and_wchan() 
     waiting = threading.Thread(target=release.wait, name="waits")
     waiting.start()
     try:
+        wait_until("the thread to wait", lambda: Path(f"/proc/self/task/{waiting.native_id}/stat").read_text()
+                   .rpartition(")")[2][1] == "S", 10)
         held = held_by(os.getpid())
         assert f"thread {os.getpid()} R" in held  # this one, running: no wchan
         assert f"thread {waiting.native_id} S in futex" in held, held
