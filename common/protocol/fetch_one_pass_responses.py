@@ -34,75 +34,66 @@ def _encode_classic_response(resp: FetchResponse, version: int) -> list[Chunk]:
 
     A v11 answer of one partition of one topic with no aborted transaction (a follower's, in an
     acks=all canary's rounds: the leader writes two per produce) is two packs around the
-    topic's name, the layout `_decode_classic_response` reads; any other goes to the arrays."""
+    topic's name, the layout `_decode_classic_response` reads; any other goes to the arrays,
+    which take 39 opcodes more for it (bench/fetch_codec_opcodes.py: their loops and list)."""
     topics = resp.responses
     if version >= 11 and len(topics) == 1 and len(partitions := topics[0].partitions) == 1 \
             and not (p := partitions[0]).aborted_transactions:
-        name = topics[0].topic.encode("utf-8")
+        name = _names.get(topics[0].topic) or _encode_name(topics[0].topic)
         records = p.records
         length = -1 if records is None else len(records) if isinstance(records, _IN_BYTES) else records.length
-        if len(name) <= _MAX_STRING_BYTES:  # (longer: the arrays raise the Writer's error)
-            head = b"".join((
-                _ONE_TOPIC_HEAD_V11.pack(resp.throttle_time_ms, resp.error_code, resp.session_id, 1, len(name)),
-                name,
-                _ONE_ANSWER_V11.pack(1, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-                                     p.log_start_offset, -1 if p.aborted_transactions is None else 0,
-                                     p.preferred_read_replica, length)))
-            if records is None or length == 0:
-                return [head]
-            if isinstance(records, _IN_BYTES):
-                return [head + records]
-            return [head, records]
+        head = b"".join((
+            _ONE_TOPIC_HEAD_V11.pack(resp.throttle_time_ms, resp.error_code, resp.session_id, 1, len(name)),
+            name,
+            _ONE_ANSWER_V11.pack(1, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                 p.log_start_offset, -1 if p.aborted_transactions is None else 0,
+                                 p.preferred_read_replica, length)))
+        if records is None or length == 0:
+            return [head]
+        if isinstance(records, _IN_BYTES):
+            return [head + records]
+        return [head, records]
     return _encode_classic_topics(resp, version)
 
 
 def _encode_classic_topics(resp: FetchResponse, version: int) -> list[Chunk]:
-    """`_encode_classic_response`'s arrays: any topics, partitions and aborted transactions."""
-    if version >= 7:
-        out: list[Any] = [_RESPONSE_HEAD_V7.pack(resp.throttle_time_ms, resp.error_code, resp.session_id,
-                                                 len(resp.responses))]
-    else:
-        out = [_RESPONSE_HEAD_V5.pack(resp.throttle_time_ms, len(resp.responses))]
-    head = _ANSWER_HEAD_V11.pack if version >= 11 else _ANSWER_HEAD_V5.pack
+    """`_encode_classic_response`'s arrays: any topics, partitions and aborted transactions, one
+    pack per partition head, and each name encoded once for every answer (`_names`)."""
+    topics = resp.responses
+    v7, v11 = version >= 7, version >= 11
+    answer = _ANSWER_HEAD_V11.pack if v11 else _ANSWER_HEAD_V5.pack
+    out: list[Any] = [_RESPONSE_HEAD_V7.pack(resp.throttle_time_ms, resp.error_code, resp.session_id, len(topics))
+                      if v7 else _RESPONSE_HEAD_V5.pack(resp.throttle_time_ms, len(topics))]
     chunks: list[Chunk] = []
-    for t in resp.responses:  # bounded by the response's topics
-        name = t.topic.encode("utf-8")
-        if len(name) > _MAX_STRING_BYTES:  # the Writer's limit, and its error
-            raise ValueError("string longer than 32767 bytes")
-        out.append(_I16.pack(len(name)))
-        out.append(name)
-        out.append(_I32.pack(len(t.partitions)))
-        for p in t.partitions:  # bounded by the topic's partitions
-            txns = p.aborted_transactions
-            records = p.records
-            if records is None:
-                length = -1
-            elif isinstance(records, _IN_BYTES):
-                length = len(records)
+    names = _names
+    for t in topics:  # bounded by the response's topics
+        name = names.get(t.topic) or _encode_name(t.topic)
+        partitions = t.partitions
+        out += (_I16.pack(len(name)), name, _I32.pack(len(partitions)))
+        for p in partitions:  # bounded by the topic's partitions
+            txns, records = p.aborted_transactions, p.records
+            length = -1 if records is None else len(records) if isinstance(records, _IN_BYTES) else records.length
+            if v11:
+                fixed = answer(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                               p.log_start_offset, -1 if txns is None else len(txns), p.preferred_read_replica, length)
             else:
-                length = records.length
-            if version >= 11:
-                out.append(head(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-                                p.log_start_offset, -1 if txns is None else len(txns), p.preferred_read_replica,
-                                length))
-            else:
-                out.append(head(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
-                                p.log_start_offset, -1 if txns is None else len(txns), length))
+                fixed = answer(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                               p.log_start_offset, -1 if txns is None else len(txns), length)
             if txns:
-                # the aborted transactions go between the count and the preferred replica: the head
-                # packed them as one struct, so it is split around them
-                fixed = out.pop()
+                # the aborted transactions go between their count and the preferred replica: the
+                # head packed them as one struct, so it is split around them
                 out.append(fixed[:_ABORTED_AT])
-                out.extend(_ABORTED.pack(a.producer_id, a.first_offset) for a in txns)
+                out.extend([_ABORTED.pack(a.producer_id, a.first_offset) for a in txns])
                 out.append(fixed[_ABORTED_AT:])
-            if records is None or length == 0:
-                continue
-            if isinstance(records, _IN_BYTES):
-                out.append(records)
             else:
-                chunks.append(b"".join(out))
-                chunks.append(records)
-                out = []
+                out.append(fixed)
+            if length > 0:
+                if isinstance(records, _IN_BYTES):
+                    out.append(records)
+                else:
+                    chunks.append(b"".join(out))
+                    chunks.append(records)  # type: ignore[arg-type]
+                    out = []
     if out:
         chunks.append(b"".join(out))
     return chunks
@@ -114,7 +105,9 @@ def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] 
     Writer's bytes exactly; None otherwise (the fields path writes it).
 
     A v13+ answer of one partition of one topic with no aborted transaction (a consumer's usual
-    answer) is one pack up to its records' length, no loop; any other goes to the arrays."""
+    answer) is one pack up to its records' length, no loop; any other goes to the arrays, which
+    take ~100 opcodes more for it (bench/fetch_codec_opcodes.py: their loops, a pack and a join
+    more, the tagged-field bytes one by one)."""
     if version >= 16 and resp.node_endpoints:
         return None
     topics = resp.responses
@@ -137,42 +130,44 @@ def _encode_flexible_response(resp: FetchResponse, version: int) -> list[Chunk] 
 
 
 def _encode_flexible_topics(resp: FetchResponse, version: int) -> list[Chunk] | None:
-    """`_encode_flexible_response`'s arrays: any topics, partitions and aborted transactions."""
-    n = len(resp.responses) + 1
+    """`_encode_flexible_response`'s arrays: any topics, partitions and aborted transactions.
+    Compact counts and lengths under 128 are a byte of `_BYTES`, and an answer with no aborted
+    transaction (null, or empty: read_committed with none aborted, librdkafka's default) is one
+    pack up to its records' length; None for a tagged field to write."""
+    if version >= 16 and resp.node_endpoints:
+        return None
+    topics = resp.responses
+    n = len(topics) + 1
     out: list[Any] = [_FLEXIBLE_RESPONSE_HEAD.pack(resp.throttle_time_ms, resp.error_code, resp.session_id),
                       _BYTES[n] if n < 0x80 else _uvarint(n)]
     by_id = version >= 13
     chunks: list[Chunk] = []
-    for t in resp.responses:  # bounded by the response's topics
+    for t in topics:  # bounded by the response's topics
+        partitions = t.partitions
+        n = len(partitions) + 1
         if by_id:
-            out.append(t.topic_id.bytes)
+            out += (t.topic_id.bytes, _BYTES[n] if n < 0x80 else _uvarint(n))
         else:
-            name = t.topic.encode("utf-8")
-            if len(name) > _MAX_STRING_BYTES:  # the Writer's limit, and its error
-                raise ValueError("string longer than 32767 bytes")
-            out.append(_uvarint(len(name) + 1))
-            out.append(name)
-        n = len(t.partitions) + 1
-        out.append(_BYTES[n] if n < 0x80 else _uvarint(n))
-        for p in t.partitions:  # bounded by the topic's partitions
+            name = _names.get(t.topic) or _encode_name(t.topic)
+            out += (_uvarint(len(name) + 1), name, _BYTES[n] if n < 0x80 else _uvarint(n))
+        for p in partitions:  # bounded by the topic's partitions
             if p.diverging_epoch is not None or p.current_leader is not None or p.snapshot_id is not None:
                 return None
             txns, records = p.aborted_transactions, p.records
-            out.append(_FLEXIBLE_ANSWER_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
-                                                  p.last_stable_offset, p.log_start_offset))
-            if txns is None:
-                out.append(b"\x00")
-            elif not txns:  # read_committed with none aborted: the usual answer of librdkafka's default
-                out.append(b"\x01")
+            if not txns:
+                out.append(_ANSWER_FLEXIBLE.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
+                                                 p.log_start_offset, 0 if txns is None else 1,
+                                                 p.preferred_read_replica))
             else:
-                out.append(_uvarint(len(txns) + 1))
-                out.extend(_ABORTED.pack(a.producer_id, a.first_offset) + b"\x00" for a in txns)
-            out.append(_I32.pack(p.preferred_read_replica))
+                out += (_FLEXIBLE_ANSWER_HEAD.pack(p.partition_index, p.error_code, p.high_watermark,
+                                                   p.last_stable_offset, p.log_start_offset), _uvarint(len(txns) + 1))
+                out.extend([_ABORTED.pack(a.producer_id, a.first_offset) + b"\x00" for a in txns])
+                out.append(_I32.pack(p.preferred_read_replica))
             if records is None:
                 out.append(b"\x00\x00")  # null records, no tagged fields
                 continue
             length = len(records) if isinstance(records, _IN_BYTES) else records.length
-            out.append(_uvarint(length + 1))
+            out.append(_BYTES[length + 1] if length < 0x7F else _uvarint(length + 1))
             if length and isinstance(records, _IN_BYTES):
                 out.append(records)
             elif length:
@@ -184,6 +179,24 @@ def _encode_flexible_topics(resp: FetchResponse, version: int) -> list[Chunk] | 
     out.append(b"\x00")  # the response's
     chunks.append(b"".join(out))
     return chunks
+
+
+# Topic names as classic strings (an int16 length, then UTF-8), kept encoded: a leader answers
+# the same few topics fetch after fetch, and a fetcher names them. Cleared when full (topics
+# deleted and created over a broker's life would otherwise pile up).
+MAX_ENCODED_NAMES: Final = 10_000
+_names: dict[str, bytes] = {}
+
+
+def _encode_name(topic: str) -> bytes:
+    """`topic`'s classic string, kept in `_names`; the Writer's ValueError past its limit."""
+    data = topic.encode("utf-8")
+    if len(data) > _MAX_STRING_BYTES:  # the Writer's limit, and its error
+        raise ValueError("string longer than 32767 bytes")
+    if len(_names) >= MAX_ENCODED_NAMES:  # a bound, not an LRU: a refill is cheap
+        _names.clear()
+    name = _names[topic] = data
+    return name
 
 
 def _uvarint(v: int) -> bytes:
@@ -330,10 +343,12 @@ _ONE_ANSWER_SIZE: Final = _ONE_ANSWER_V11.size
 _FLEXIBLE_RESPONSE_HEAD: Final = struct.Struct(">ihi")  # throttle, error, session id (v12+)
 # partition, error, high watermark, last stable offset, log start offset (v12+: the fixed part)
 _FLEXIBLE_ANSWER_HEAD: Final = struct.Struct(">ihqqq")
+# an answer with no aborted transaction (v12+): its fixed part, the aborted transactions' compact
+# count (null or empty) and the preferred read replica
+_ANSWER_FLEXIBLE: Final = struct.Struct(_FLEXIBLE_ANSWER_HEAD.format + "Bi")
 # a v13+ answer of one partition by topic id (`_encode_flexible_response`): the response's head,
-# the topics' compact count, the topic id, the partitions' compact count, the answer's head, the
-# aborted transactions' compact count (null or empty) and the preferred read replica
-_ONE_ANSWER_FLEXIBLE: Final = struct.Struct(_FLEXIBLE_RESPONSE_HEAD.format + "B16sB" + _FLEXIBLE_ANSWER_HEAD.format[1:] + "Bi")
+# the topics' compact count, the topic id, the partitions' compact count, then `_ANSWER_FLEXIBLE`
+_ONE_ANSWER_FLEXIBLE: Final = struct.Struct(_FLEXIBLE_RESPONSE_HEAD.format + "B16sB" + _ANSWER_FLEXIBLE.format[1:])
 _ABORTED: Final = struct.Struct(">qq")  # producer id, first offset
 _new_answer = instance_builder(FetchPartitionResponse, tuple(FetchPartitionResponse.__dataclass_fields__))
 _new_topic_answer = instance_builder(FetchTopicResponse, tuple(FetchTopicResponse.__dataclass_fields__))

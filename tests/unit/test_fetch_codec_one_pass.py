@@ -463,3 +463,60 @@ def test_a_consumers_answer_of_one_partition_is_written_without_the_arrays(
     assert chunks == expected
     assert _wire(chunks) == _wire(fetch._encode_response_fields(response, version))
     assert arrays == ([version] if by_the_arrays else [])
+
+
+def _random_answers(rng: random.Random, version: int) -> fetch.FetchResponse:
+    """A seeded answer for the arrays' encoders: topics with 0-4 partitions (now and then 130:
+    a compact count of two bytes), records null, empty, in bytes, in a view or a slice (lengths
+    around the varint's byte boundaries), aborted transactions null, empty or several, names
+    beyond ASCII and repeated; by topic id from v13. Fields the version lacks at their defaults."""
+
+    def answer(index: int) -> fetch.FetchPartitionResponse:
+        records = rng.choice((None, b"", BATCH, memoryview(BATCH * 9), Slice(0),
+                              Slice(rng.choice((1, 0x7E, 0x7F, 0x3FFF, 0x1FFFFF, 800_000)))))
+        aborted = rng.choice((None, (), tuple(fetch.AbortedTransaction(rng.randrange(-1, 1 << 40), rng.randrange(1 << 20))
+                                             for _ in range(rng.randint(1, 3)))))
+        return fetch.FetchPartitionResponse(
+            index, rng.choice((0, 1, 6)), rng.randrange(-1, 1 << 50), records, rng.randrange(-1, 1 << 50),
+            rng.randrange(-1, 1 << 30), aborted, rng.randrange(-1, 5) if version >= 11 else -1)
+
+    by_id = version >= 13
+    topics = tuple(fetch.FetchTopicResponse(
+        "" if by_id else rng.choice(("t", "canary", "\u00fcber", "x" * 300, "")),
+        tuple(answer(i) for i in range(rng.choice((0, 1, 1, 2, 4, 130) if version >= 12 else (0, 1, 2, 4)))),
+        uuid.UUID(int=rng.randrange(1 << 128)) if by_id else fetch.ZERO_UUID) for _ in range(rng.randint(0, 3)))
+    v7 = version >= 7
+    return fetch.FetchResponse(rng.randrange(0, 1000), topics, rng.choice((0, 70)) if v7 else 0,
+                               rng.randrange(0, 1 << 31) if v7 else 0)
+
+
+@pytest.mark.parametrize("version", range(5, 18))
+def test_the_arrays_write_what_the_writer_writes(version: int) -> None:
+    """Seeded answers of any shape: the arrays' encoders (every answer but the one-partition ones)
+    give the Writer's bytes, with no empty slice as a chunk of its own, and the same chunks again
+    once the names are kept encoded."""
+    rng = random.Random(version)
+    arrays = fetch_one_pass_responses._encode_classic_topics if version <= 11 \
+        else fetch_one_pass_responses._encode_flexible_topics
+    for _ in range(150):
+        response = _random_answers(rng, version)
+        chunks = arrays(response, version)
+        assert chunks is not None
+        assert _wire(chunks) == _wire(fetch._encode_response_fields(response, version))
+        assert all(isinstance(c, bytes) or c.length for c in chunks)
+        assert arrays(response, version) == chunks
+
+
+def test_encoded_names_are_kept_up_to_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer's topic names are encoded once and kept (a leader answers the same few topics
+    fetch after fetch), up to MAX_ENCODED_NAMES: then the cache starts again."""
+    monkeypatch.setattr(fetch_one_pass_responses, "_names", {})
+    monkeypatch.setattr(fetch_one_pass_responses, "MAX_ENCODED_NAMES", 2)
+    for name in ("canary", "t", "\u00fcber", "canary", "x" * 300):
+        for response in (_one_topic(A(0, 0, 4, BATCH, 4, 0), name=name),
+                         _one_topic(A(0, 0, 4, BATCH, 4, 0), A(1, 0, 4, None, 4, 0), name=name)):
+            for version in (7, 11, 12):
+                assert _wire(fetch.encode_fetch_response(response, version)) == _wire(
+                    fetch._encode_response_fields(response, version))
+        assert fetch_one_pass_responses._names[name] == name.encode("utf-8")
+        assert len(fetch_one_pass_responses._names) <= 2
