@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+PURE = True  # a pure core: no sockets, threads, clocks or files (tests/unit/test_purity.py)
+
 METADATA_VERSION: Final = "metadata.version"
 LEGACY_LEVEL: Final = 1
 SHORT_PARTITION_CHANGE_LEVEL: Final = 2
