@@ -120,11 +120,20 @@ class IoWorker:
         return True
 
 
+def _libc_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+# Looked up once: a CDLL made per thread is cyclic garbage when the thread's frame goes (the
+# collector's work, and a deleted topic's first removal would leave some).
+_PRCTL: Final = _libc_prctl()
+
+
 def name_os_thread(name: str) -> None:
     """Give the calling thread `name` in the kernel too (Python 3.11 names none), so that top -H,
     perf and /proc tell the log's threads from the event loop. Nothing where prctl is missing."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return
-    prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:OS_NAME_BYTES]), 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_NAME, ctypes.c_char_p(name.encode()[:OS_NAME_BYTES]), 0, 0, 0)
