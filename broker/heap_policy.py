@@ -41,6 +41,14 @@ frozen heap again. A whole-heap walk 90 s after a quarter of the partitions were
 until then: after c50cad1 it freed 5-106 objects a walk (12 rounds of 3,000, one broker), and RSS
 without it levelled at 121-135 MiB as with it (123-138), so it went (a ~1 s pause at 8 M objects).
 Few survivors (below FREEZE_MIN_SURVIVORS: a steady broker's request churn) are not frozen at all.
+
+A pause of the collector (gc.disable: the metadata catch-up, another broker's controlled shutdown)
+breaks the unit: everything allocated meanwhile is promoted by the first one or two collections
+after it, counted as one generation-1 collection. So the keeper, at the start of a young
+collection, counts a young generation larger than threshold0 x threshold1 (only a pause makes one)
+into the generation-1 collections left before the next full collection (`threshold2_after_young`):
+that full collection walks what the pause left plus at most the growth the policy allows, not that
+growth again on top.
 """
 
 from __future__ import annotations
@@ -124,3 +132,12 @@ def after_full_collection(policy: HeapPolicy, *, survivors: int, young_per_gen1:
         frozen=frozen, unfrozen=unfrozen, freezes=policy.freezes + freeze,
         threshold2=threshold2_for(growth, young_per_gen1)))
 
+
+def threshold2_after_young(threshold2: int, young: int, young_per_gen1: int) -> int:
+    """The generation-1 collections left before the next full collection (gc's live threshold2)
+    once a young collection starts with `young` objects: each `young_per_gen1` of them stand for
+    one generation-1 collection, the one that will promote them counted by CPython itself. 0 (or
+    below the collections already run) makes the next generation-1 trigger a full collection."""
+    if young_per_gen1 < 1:
+        raise ValueError(f"young_per_gen1 must be positive, not {young_per_gen1}")
+    return max(0, threshold2 - max(0, young // young_per_gen1 - 1))

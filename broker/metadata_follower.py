@@ -167,6 +167,12 @@ class MetadataFollowerState:
         return self.broker_epoch != NO_BROKER_EPOCH
 
     @property
+    def another_broker_shutting_down(self) -> bool:
+        """Whether the image has another broker in controlled shutdown: its leaderships are moving,
+        and it leaves only once every active broker replayed them."""
+        return another_broker_shutting_down(self.image.cluster.brokers.values(), own_broker_id=self.broker_id)
+
+    @property
     def lag(self) -> int:
         """Committed records the controller reported that the image does not hold yet."""
         return max(0, self.controller_last_offset - self.applied_offset)
@@ -312,8 +318,7 @@ class MetadataFollowerState:
         if force or self._last_checkpoint_ms is None:
             return True
         since = now_ms - self._last_checkpoint_ms
-        if since < MAX_CHECKPOINT_DEFER_MS and (self.lag > 0 or another_broker_shutting_down(
-                self.image.cluster.brokers.values(), own_broker_id=self.broker_id)):
+        if since < MAX_CHECKPOINT_DEFER_MS and (self.lag > 0 or self.another_broker_shutting_down):
             return False
         return since >= max(self.checkpoint_interval_ms, CHECKPOINT_COST_FACTOR * self._last_checkpoint_cost_ms)
 

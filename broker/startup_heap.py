@@ -105,12 +105,14 @@ class HeapStats:
     full_collections: int = 0  # seen since the start-up freeze
     last_survivors: int = 0
     keeper_ms: float = 0.0  # the callback's own time (counting survivors), summed
+    paused_young: int = 0  # objects young collections found after pauses of the collector, summed
 
 
 class HeapKeeper:
     """The one owner of the broker's collector settings once it serves: it freezes the start-up
     heap, sets threshold2 from the policy, and after each full collection counts its survivors,
-    freezes them when the policy says so and sets the next threshold2.
+    freezes them when the policy says so and sets the next threshold2. At the start of a young
+    collection it counts what a pause of the collector let pile up into that threshold2.
 
     It acts in the collector's "stop" callback, first in `gc.callbacks` (so the collection's
     pause on /metrics, `track_gc`, includes the count): right after the collection, before any
@@ -150,7 +152,13 @@ class HeapKeeper:
 
     def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
         stats = self.stats
-        if phase != "stop" or info.get("generation") != 2 or stats.policy is None or self._threshold is None:
+        if stats.policy is None or self._threshold is None:
+            return
+        if phase == "start":
+            if info.get("generation") != 2:
+                self._count_young(gc.get_count()[0])
+            return
+        if info.get("generation") != 2:
             return
         started = self._clock()
         survivors = len(gc.get_objects(generation=2))  # O(survivors): what the collection just walked
@@ -166,6 +174,18 @@ class HeapKeeper:
         stats.keeper_ms += spent_ms
         if decision.freeze:
             self._log_soon(decision, spent_ms, decision.policy.threshold2 * self._young_per_gen1())
+
+    def _count_young(self, young: int) -> None:
+        """A young collection starts over `young` objects: more than one generation-1 collection's
+        worth only after a pause of the collector, whose growth then counts towards the next full
+        collection (heap_policy.threshold2_after_young)."""
+        young_per_gen1 = self._young_per_gen1()
+        if young <= young_per_gen1:  # the usual young collection: a compare, nothing else
+            return
+        threshold = gc.get_threshold()
+        gc.set_threshold(threshold[0], threshold[1],
+                         heap_policy.threshold2_after_young(threshold[2], young, young_per_gen1))
+        self.stats.paused_young += young
 
     def _log_soon(self, decision: HeapDecision, spent_ms: float, promoted: int) -> None:
         if self._loop is None or self._loop.is_closed():

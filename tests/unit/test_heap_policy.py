@@ -15,6 +15,7 @@ from broker.heap_policy import (
     HeapPolicy,
     after_full_collection,
     after_startup_freeze,
+    threshold2_after_young,
     threshold2_for,
 )
 
@@ -63,6 +64,19 @@ def test_threshold2_is_bounded_and_refuses_nonsense() -> None:
         after_full_collection(STARTED, survivors=-1, young_per_gen1=YOUNG)
     with pytest.raises(ValueError):
         HeapPolicy(frozen=0, unfrozen=0, freezes=0, threshold2=0)
+
+
+@pytest.mark.parametrize(("young", "threshold2"), [
+    (701, 72),  # the usual young collection (threshold0 + 1): nothing to count
+    (YOUNG, 72),  # one generation-1 collection's worth: CPython counts the one that promotes it
+    (10 * YOUNG, 63),  # after a pause: nine more
+    (600_000, 0),  # more than the growth left: the next generation-1 collection is a full one
+])
+def test_a_pause_of_the_collector_counts_its_young_objects_towards_the_next_full_collection(
+        young: int, threshold2: int) -> None:
+    assert threshold2_after_young(72, young, YOUNG) == threshold2
+    with pytest.raises(ValueError):
+        threshold2_after_young(72, young, 0)
 
 
 # ---- a model of CPython 3.11's collector, driven by the policy or by CPython's rule alone -----

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.heap_policy import FREEZE_MIN_SURVIVORS, after_startup_freeze
+from broker.heap_policy import FREEZE_MIN_SURVIVORS, after_startup_freeze, threshold2_after_young
 from broker.startup_heap import HeapKeeper, collection_paused, freeze_startup_heap, heap_families
 from common.prometheus import exposition, samples
 
@@ -130,6 +130,30 @@ def test_a_full_collection_with_few_survivors_freezes_nothing(keeper: HeapKeeper
     assert policy is not None and policy.freezes == 0 and keeper.stats.full_collections == 1
     assert any(o is few[0] for o in gc.get_objects())  # left to the collector
     assert policy.unfrozen == keeper.stats.last_survivors
+
+
+def test_what_a_pause_of_the_collector_let_pile_up_counts_towards_the_next_full_collection(
+        keeper: HeapKeeper) -> None:
+    started_with = [_Node() for _ in range(400_000)]  # a start-up heap: threshold2 well above 10
+    keeper.freeze_startup_heap()
+    policy = keeper.stats.policy
+    assert policy is not None and started_with
+    young_per_gen1 = gc.get_threshold()[0] * gc.get_threshold()[1]
+    gc.disable()  # the follower's pause (another broker's controlled shutdown)
+    try:
+        grown = [[] for _ in range(20 * young_per_gen1)]  # tracked objects, none collected meanwhile
+        young = gc.get_count()[0]
+    finally:
+        gc.enable()
+    gc.collect(0)  # the first young collection after the pause
+    counted = keeper.stats.paused_young  # the young generation as that collection started
+    assert counted >= young >= len(grown)
+    lowered = threshold2_after_young(policy.threshold2, counted, young_per_gen1)
+    assert gc.get_threshold()[2] == lowered < policy.threshold2
+    gc.collect(0)  # a usual one: nothing more counted
+    assert gc.get_threshold()[2] == lowered and keeper.stats.paused_young == counted
+    gc.collect()  # the full collection sets the policy's threshold again
+    assert keeper.stats.policy is not None and gc.get_threshold()[2] == keeper.stats.policy.threshold2
 
 
 def test_heap_families_say_what_the_keeper_did(keeper: HeapKeeper) -> None:
