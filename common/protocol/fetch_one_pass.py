@@ -37,7 +37,8 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
     A v11 Fetch naming one partition of one topic and forgetting nothing (a follower's, in an
     acks=all canary's rounds: the partition whose offsets moved; the leader reads two per
     produce) is read by two unpacks, around the topic's name, with no loop or array helper;
-    any other goes to the arrays (`_decode_classic_request_arrays`)."""
+    any other goes to the arrays (`_decode_classic_request_arrays`), which take ~155 opcodes
+    more for it (bench/fetch_codec_opcodes.py: their loops, lists and count checks)."""
     view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
     if version >= 11:
         try:
@@ -60,41 +61,37 @@ def _decode_classic_request(body: memoryview, version: int) -> FetchRequest | No
 
 
 def _decode_classic_request_arrays(view: memoryview, version: int) -> FetchRequest | None:
-    """`_decode_classic_request`'s arrays: any number of topics, partitions and forgotten topics."""
+    """`_decode_classic_request`'s arrays: any number of topics, partitions and forgotten topics;
+    a topic's partitions by one iter_unpack (`_classic_partitions`)."""
     end = len(view)
-    head = _REQUEST_HEAD_V7
-    if end < head.size + 4:
+    head = _ONE_TOPIC_REQUEST_HEAD_V7  # with the topics' count (and a name's length, not read here)
+    if end < head.size:
         return None
-    replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = \
+    replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch, n_topics, _ = \
         head.unpack_from(view, 0)
-    pos = head.size
-    item = _REQUEST_PARTITION_V9 if version >= 9 else _REQUEST_PARTITION_V7
-    size, unpack, new = item.size, item.unpack_from, new_fetch_partition
+    pos = _REQUEST_HEAD_V7.size + 4
+    v9 = version >= 9
+    size = _REQUEST_PARTITION_V9.size if v9 else _REQUEST_PARTITION_V7.size
+    if n_topics < 0 or n_topics * 6 > end - pos:  # a topic is at least a name's length and a count
+        return None
     try:
-        n_topics = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
-        if n_topics < 0:
-            return None
-        pos += 4
         topics = []
         for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            named = _name_and_count(view, pos, size)
-            if named is None:
+            (length,) = _I16.unpack_from(view, pos)  # the name's, then the partitions' count (`_name_and_count` inline)
+            pos += 2 + length
+            if length < 0:
                 return None
-            name, n, pos = named
-            parts = []
-            for at in range(pos, pos + n * size, size):  # bounded by the count, checked against the bytes
-                if size == _REQUEST_PARTITION_V9.size:
-                    index, epoch, offset, log_start, partition_max = unpack(view, at)
-                else:
-                    index, offset, log_start, partition_max = unpack(view, at)
-                    epoch = -1
-                parts.append(new((index, offset, partition_max, log_start, epoch, -1, ZERO_UUID)))
+            name = str(view[pos - length:pos], "utf-8")
+            (n,) = _I32.unpack_from(view, pos)
+            pos += 4
+            if n < 0 or n * size > end - pos:
+                return None
+            topics.append(_new_topic((name, _classic_partitions(view, pos, n, v9), ZERO_UUID)))
             pos += n * size
-            topics.append(_new_topic((name, tuple(parts), ZERO_UUID)))
-        n_forgotten = _array_count(view, pos, 6)  # a topic is at least a name's length and a count
-        if n_forgotten < 0:
-            return None
+        (n_forgotten,) = _I32.unpack_from(view, pos)
         pos += 4
+        if n_forgotten < 0 or n_forgotten * 6 > end - pos:  # a topic is at least a name's length and a count
+            return None
         forgotten = []
         for _ in range(n_forgotten):  # bounded by the count, checked against the bytes
             named = _name_and_count(view, pos, 4)
@@ -124,7 +121,8 @@ def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | N
 
     A v15+ Fetch naming one partition of one topic, forgetting nothing, with no rack id (a
     librdkafka consumer's usual fetch) is one unpack, no loop or compact-count frames; any other
-    goes to the arrays (`_decode_flexible_request_arrays`)."""
+    goes to the arrays (`_decode_flexible_request_arrays`), which take ~185 opcodes more for
+    it (bench/fetch_codec_opcodes.py: their loops, lists and compact-count checks)."""
     view = body if body.format == "B" and body.ndim == 1 else body.cast("B")
     if version >= 15 and len(view) >= _ONE_PARTITION_FLEXIBLE_SIZE:
         max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch, n_topics, raw_id, n, \
@@ -138,7 +136,8 @@ def _decode_flexible_request(body: memoryview, version: int) -> FetchRequest | N
 
 
 def _decode_flexible_request_arrays(view: memoryview, version: int) -> FetchRequest | None:
-    """`_decode_flexible_request`'s arrays: any topics, partitions, forgotten topics, rack id."""
+    """`_decode_flexible_request`'s arrays: any topics, partitions, forgotten topics, rack id; a
+    topic's partitions by one iter_unpack, their tagged-field counts checked in one pass."""
     end = len(view)
     by_id = version >= 13
     new = new_fetch_partition
@@ -154,22 +153,27 @@ def _decode_flexible_request_arrays(view: memoryview, version: int) -> FetchRequ
         n_topics = _compact_count(view, pos, 17 if by_id else 3)
         pos += 1
         topics = []
+        size = _FLEXIBLE_PARTITION.size
         for _ in range(n_topics):  # bounded by the count, checked against the bytes
-            name, topic_id, pos = _flexible_topic(view, pos, by_id)
-            n = _compact_count(view, pos, _FLEXIBLE_PARTITION.size)
-            pos += 1
-            parts = []
-            for at in range(pos, pos + n * _FLEXIBLE_PARTITION.size, _FLEXIBLE_PARTITION.size):  # bounded, checked
-                index, epoch, offset, last_fetched, log_start, partition_max, tags = _FLEXIBLE_PARTITION.unpack_from(
-                    view, at)
-                if tags:
-                    return None
-                parts.append(new((index, offset, partition_max, log_start, epoch, last_fetched, ZERO_UUID)))
-            pos += n * _FLEXIBLE_PARTITION.size
-            if view[pos]:  # the topic's tagged fields
+            if by_id:  # the topic id and the partitions' compact count (`_flexible_topic` inline)
+                raw, c = _TOPIC_ID_AND_COUNT.unpack_from(view, pos)
+                name, topic_id = "", _topic_ids.get(raw) or _topic_id(raw)
+                pos += _TOPIC_ID_AND_COUNT.size
+            else:
+                name, topic_id, pos = _flexible_topic(view, pos, by_id)
+                c = view[pos]
+                pos += 1
+            n = c - 1  # the partitions' compact count (`_compact_count` inline)
+            stop = pos + n * size
+            if c == 0 or c >= 0x80 or stop >= end or any(view[pos + size - 1:stop:size]):  # a partition's tags
                 return None
-            topics.append(_new_topic((name, tuple(parts), topic_id)))
-            pos += 1
+            topics.append(_new_topic((name, tuple([
+                new((index, offset, partition_max, log_start, epoch, last_fetched, ZERO_UUID))
+                for index, epoch, offset, last_fetched, log_start, partition_max, _ in
+                _FLEXIBLE_PARTITION.iter_unpack(view[pos:stop])]), topic_id)))
+            pos = stop + 1
+            if view[stop]:  # the topic's tagged fields
+                return None
         # no forgotten topics and no rack id (a consumer's usual fetch): one byte each, read so
         n_forgotten = 0 if view[pos] == 1 else _compact_count(view, pos, 17 if by_id else 3)
         pos += 1
@@ -289,6 +293,7 @@ _FLEXIBLE_HEAD: Final = struct.Struct(">iiibii")
 # partition, current leader epoch, fetch offset, last fetched epoch, log start offset, partition max
 # bytes, then the tagged-field count (v12+)
 _FLEXIBLE_PARTITION: Final = struct.Struct(">iiqiqiB")
+_TOPIC_ID_AND_COUNT: Final = struct.Struct(">16sB")  # a v13+ topic's id and its partitions' compact count
 # a v15+ request of one partition by topic id (`_decode_flexible_request`): the head, the topics'
 # compact count, the topic id, the partitions' compact count, the partition with its tagged-field
 # count, then one byte each: the topic's tagged fields, the forgotten topics' compact count, the
@@ -310,10 +315,18 @@ def _read_partitions_v9_to_v11(r: Reader) -> tuple[FetchPartition, ...] | None:
     (n,) = _I32.unpack_from(view, 0)
     if n < 0 or n * size > end - 4:
         return None
-    unpack, new = _REQUEST_PARTITION_V9.unpack_from, new_fetch_partition
-    out = []
-    for pos in range(4, 4 + n * size, size):  # bounded by the count, checked against the bytes
-        index, epoch, offset, log_start, max_bytes = unpack(view, pos)
-        out.append(new((index, offset, max_bytes, log_start, epoch, -1, ZERO_UUID)))
+    partitions = _classic_partitions(view, 4, n, True)
     r.raw(4 + n * size)
-    return tuple(out)
+    return partitions
+
+
+def _classic_partitions(view: memoryview, pos: int, n: int, v9: bool) -> tuple[FetchPartition, ...]:
+    """The `n` partitions of a v9-v11 (`v9`) or v7-v8 request's topic at `pos`, which the caller
+    checked fit in `view`: one iter_unpack, no Python loop of unpacks (a follower's Fetch names
+    thousands at times)."""
+    new, rows = new_fetch_partition, view[pos:pos + n * (_REQUEST_PARTITION_V9.size if v9 else _REQUEST_PARTITION_V7.size)]
+    if v9:
+        return tuple([new((index, offset, partition_max, log_start, epoch, -1, ZERO_UUID))
+                      for index, epoch, offset, log_start, partition_max in _REQUEST_PARTITION_V9.iter_unpack(rows)])
+    return tuple([new((index, offset, partition_max, log_start, -1, -1, ZERO_UUID))
+                  for index, offset, log_start, partition_max in _REQUEST_PARTITION_V7.iter_unpack(rows)])

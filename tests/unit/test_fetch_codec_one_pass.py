@@ -520,3 +520,44 @@ def test_encoded_names_are_kept_up_to_their_bound(monkeypatch: pytest.MonkeyPatc
                     fetch._encode_response_fields(response, version))
         assert fetch_one_pass_responses._names[name] == name.encode("utf-8")
         assert len(fetch_one_pass_responses._names) <= 2
+
+
+def _random_request(rng: random.Random, version: int) -> fetch.FetchRequest:
+    """A seeded request the arrays' decoders read: 0-3 topics of 0-3 partitions (now and then
+    100), forgotten topics, a rack id or none; names beyond ASCII, by topic id from v13; no
+    tagged field (no cluster id, replica state or directory id), fields the version lacks at
+    their defaults, as the field-by-field path reads them."""
+    by_id = version >= 13
+
+    def partition(index: int) -> fetch.FetchPartition:
+        return P(index, rng.randrange(-1, 1 << 50), rng.randrange(0, 1 << 30), rng.randrange(-1, 1 << 40),
+                 rng.randrange(-1, 9) if version >= 9 else -1, rng.randrange(-1, 9) if version >= 12 else -1)
+
+    def name() -> str:
+        return "" if by_id else rng.choice(("t", "canary", "\u00fcber", "x" * 120, ""))
+
+    def topic_id() -> uuid.UUID:
+        return uuid.UUID(int=rng.randrange(1, 1 << 128)) if by_id else fetch.ZERO_UUID
+
+    topics = tuple(fetch.FetchTopic(name(), tuple(partition(i) for i in range(rng.choice((0, 1, 1, 2, 3, 100)))),
+                                    topic_id()) for _ in range(rng.randint(0, 3)))
+    forgotten = tuple(fetch.ForgottenTopic(name(), tuple(rng.sample(range(50), rng.randint(0, 3))), topic_id())
+                      for _ in range(rng.choice((0, 0, 1, 2))))
+    return fetch.FetchRequest(rng.randrange(-1, 9) if version <= 14 else -1, rng.randrange(0, 1000), 1, 1 << 20,
+                              rng.choice((0, 1)), topics, rng.randrange(0, 1 << 31), rng.randrange(-1, 1 << 31),
+                              forgotten, rng.choice(("", "rack-1")) if version >= 11 else "")
+
+
+@pytest.mark.parametrize("version", range(7, 18))
+def test_the_arrays_read_what_the_reader_reads(version: int) -> None:
+    """Seeded requests of any shape: the arrays' decoders (every request but the one-partition
+    ones) give what the field-by-field path gives, trailing bytes or not."""
+    rng = random.Random(version)
+    arrays = fetch_one_pass._decode_classic_request_arrays if version <= 11 \
+        else fetch_one_pass._decode_flexible_request_arrays
+    for _ in range(150):
+        request_ = _random_request(rng, version)
+        data = _fields(request_, version)
+        for case in (data, data + b"trailing"):
+            assert arrays(memoryview(case), version) == request_
+            assert fetch._decode_request_fields(memoryview(case), version) == request_
