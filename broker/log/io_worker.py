@@ -8,7 +8,9 @@ writeback, the removal of deleted files and the checkpoint writer.
 Each of them is one thread on purpose, not one thread for all: a roll's fsync queued behind a
 topic deletion's unlinks (which wait for the disk's discards, ~0.35 ms per MiB on this box) or
 behind a 100,000-line checkpoint would hold the log's recovery point, and the loop's waits on
-it, that long.
+it, that long. Measured: a roll's flush submitted just after deleting a topic of 16 x 32 MiB
+ended after 5-7 ms on its own thread, 414-546 ms on the removal thread (3 runs each, load
+5.8-7.0).
 
 Jobs run in submission order. The worker adds no queue bound: each user bounds what it submits
 (a flush, a writeback hand-off, a checkpoint write in flight per log or file; a removal per
