@@ -58,3 +58,18 @@ def broker_gauge(node: NodeProcess, name: str, timeout: float = HTTP_TIMEOUT_S) 
     """One unlabelled `tidelog_broker_<name>` value from a broker's /metrics (KeyError if absent)."""
     with urllib.request.urlopen(node.spec.metrics_url, timeout=timeout) as answer:
         return samples(answer.read().decode())[f"tidelog_broker_{name}"]
+
+
+class AnswerChain:
+    """A fake leader connection's `KafkaConnection.requests` (the in-turn answer chain the replica
+    fetcher drives) over its own `request`: each answer handed to `on_answer`, whose next payload
+    is sent, until it returns None. A real connection hands each answer on in its read callback;
+    the fetcher's work per round is the same."""
+
+    async def request(self, api_key: int, version: int, payload: Any, decode: Any, **kw: Any) -> Any:
+        raise NotImplementedError
+
+    async def requests(self, api_key: int, version: int, payload: Any, decode: Any, on_answer: Any,
+                       **kw: Any) -> None:
+        while payload is not None:  # until the fetcher stops asking (or the bench ends first)
+            payload = on_answer(await self.request(api_key, version, payload, decode, **kw))

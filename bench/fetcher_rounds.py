@@ -42,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_common import AnswerChain  # noqa: E402  (bench/ is on sys.path: run as a script)
 from broker.replication import replica_fetcher  # noqa: E402
 from broker.replication.fetcher_manager import ReplicaFetcherManager  # noqa: E402
 from broker.replication.fetcher_state import FetcherSettings  # noqa: E402
@@ -114,7 +115,7 @@ class FakeReplicas:
             changed(tps)
 
 
-class FakeLeader:
+class FakeLeader(AnswerChain):
     """A connection to the leader that holds each Fetch until `answer()`."""
 
     def __init__(self) -> None:
@@ -133,13 +134,6 @@ class FakeLeader:
         await self._release.wait()
         self._release.clear()
         return fetch.FetchResponse(0, (), 0, SESSION_ID)
-
-    async def requests(self, api_key: int, version: int, payload: Any, decode: Any, on_answer: Any,
-                       **kw: Any) -> None:
-        """KafkaConnection.requests, each answer handed on in this task (a real connection hands
-        it on in its read callback: the fetcher's work per round is the same)."""
-        while payload is not None:  # until the fetcher stops asking (the bench ends first)
-            payload = on_answer(await self.request(api_key, version, payload, decode, **kw))
 
     def answer(self) -> None:
         self.arrived.clear()

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from bench_common import AnswerChain  # bench/ is on sys.path: run as a script
 from broker.log.log_manager import LogManager
 from broker.metadata_follower_loop import PUBLISH_SLICE_PARTITIONS, PUBLISH_SLICE_PAUSE
 from broker.replica_manager import ReplicaManager
@@ -94,7 +95,7 @@ def images(partitions: int, topics: int, *, leaders_only: bool = False) -> tuple
     return first, apply(first, enumerate(after, start=first.offset + 1))
 
 
-class FakeLeader:
+class FakeLeader(AnswerChain):
     """A leader's connection in this process: a Fetch naming partitions is answered at once
     (each with an empty answer), one naming none is held until `release()` (a long poll)."""
 
