@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from common.waiting import wait_until
 from localcluster.cluster_layout import CONTROLLER, NodeSpec
 from tidelog.testing import Cluster
 from localcluster.launcher import LauncherError, LocalCluster, free_ports
-from tidelog.testing.zygote import ForkedNode, Zygote, fork_or_spawn, node_command
+from tidelog.testing.zygote import ForkedNode, Zygote, fork_or_spawn, node_command, start_time
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -183,3 +185,28 @@ def test_a_node_exiting_while_the_zygote_writes_anothers_exit_line_is_reaped_too
     wait_until("both nodes reaped", lambda: not first.running() and not second.running(), KILL_WAIT)
     assert second.exit_status == -9
     own_zygote.ping()  # it lives on
+
+
+def test_a_forked_nodes_pid_held_by_another_process_or_thread_is_not_the_node(tmp_path: Path) -> None:
+    """pid_max is 32,768 on the test machine: a reaped node's pid comes back after a wrap, for another
+    process or a thread (/proc/<tid> resolves too). The node is not running then, and is not signalled."""
+    spec = NodeSpec(node_id=1, role=CONTROLLER, host="127.0.0.1", raft_port=1, admin_port=1, directory=tmp_path)
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        assert ForkedNode(spec, other.pid).running()  # its start read now: the process it is
+        started = start_time(other.pid)
+        assert started is not None
+        earlier = ForkedNode(spec, other.pid, started - 1)  # a node that held the pid before
+        assert not earlier.running()
+        earlier.send(signal.SIGKILL)
+        assert other.poll() is None
+        assert thread.native_id is not None
+        assert not ForkedNode(spec, thread.native_id, start_time(os.getpid())).running()
+    finally:
+        release.set()
+        thread.join()
+        other.kill()
+        other.wait()

@@ -68,6 +68,7 @@ ARGV_ROOM: Final = 2048  # bytes
 # memory; counted here from field 3, the first after "(comm)"
 STAT_ARG_START: Final = 48 - 3
 STAT_ARG_END: Final = 49 - 3
+STAT_START_TIME: Final = 22 - 3  # when the process started (clock ticks after boot): who holds a pid
 # what a node imports by the time it serves: its command's modules, what they import lazily (the
 # request handlers, the controller's routes, aiohttp's server, pysyncobj's cipher), and every
 # module of the packages listed in WARM_PACKAGES
@@ -89,10 +90,16 @@ class ZygoteError(RuntimeError):
 class ForkedNode(NodeProcess):
     """A node forked by the zygote: alive while its pid exists (the zygote reaps it once it has
     written its exit status to the node's log, which is where its exit status is read from: the
-    test process is not its parent)."""
+    test process is not its parent) and is still the process forked then, by its start time. A pid
+    alone is not: pid_max is 32,768 on the test machine, /proc/<n> resolves a thread id n of any
+    process too, and send() would signal whoever holds the number after a wrap."""
+
+    def __init__(self, spec: NodeSpec, pid: int, started: int | None = None) -> None:
+        super().__init__(spec, pid)
+        self.started = start_time(pid) if started is None else started  # None: gone already
 
     def running(self) -> bool:
-        return self.pid is not None and (Path("/proc") / str(self.pid)).exists()
+        return self.pid is not None and self.started is not None and start_time(self.pid) == self.started
 
     @property
     def exit_status(self) -> int | None:
@@ -165,9 +172,9 @@ class Zygote:
                       f"(forked by the tidelog test zygote, pid {self._popen.pid})\n".encode())
         answer = self._ask({"role": spec.role, "config": str(spec.properties_path), "log": str(spec.log_path),
                             "cwd": str(spec.directory), "env": json.dumps(node_environment())})
-        pid = answer["pid"]
-        assert isinstance(pid, int), "the zygote answers a pid"
-        return ForkedNode(spec, pid)
+        pid, started = answer["pid"], answer["started"]
+        assert isinstance(pid, int) and isinstance(started, int), "the zygote answers a pid and its start"
+        return ForkedNode(spec, pid, started)
 
     def close(self) -> None:
         """EOF to the zygote: it exits, and every node it forked gets SIGKILL (PR_SET_PDEATHSIG)."""
@@ -193,6 +200,14 @@ def fork_or_spawn(spec: NodeSpec) -> NodeProcess:
 def node_command(role: str, config: str) -> list[str]:
     """The command line a forked node shows: the one `NodeProcess.spawn` runs."""
     return [sys.executable, "-m", "tidelog", role, "--config", config]
+
+
+def start_time(pid: int) -> int | None:
+    """When process `pid` started (/proc/<pid>/stat); None once it is reaped."""
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[STAT_START_TIME])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _argv_bytes(argv: list[str]) -> bytes:
@@ -394,7 +409,7 @@ def _answer(line: bytes, me: int, wakeup_fds: tuple[int, int]) -> dict[str, obje
             os.close(fd)
         _child(role, config, log_path, cwd, env, me)
     _children[pid] = (role, log_path)
-    return {"pid": pid}
+    return {"pid": pid, "started": start_time(pid)}  # not reaped before the main loop: it is there
 
 
 if __name__ == "__main__":
