@@ -220,8 +220,13 @@ def message(browser: Any) -> str:
 
 
 def no_console_errors(browser: Any, allowed_statuses: tuple[int, ...] = ()) -> None:
+    """No SEVERE line in the browser's log since the page opened, but an `allowed_statuses` answer
+    and the origin's /favicon.ico: the console names its icon (`data:,`) and never asks for that
+    URL, but `open_page` first shows the stylesheet as a document of the same origin, for which
+    Chromium asks it, and that 404 may land in the log after it was read (once in a CI run)."""
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"
-              and not any(f"status of {s}" in e["message"] for s in allowed_statuses)]
+              and not any(f"status of {s}" in e["message"] for s in allowed_statuses)
+              and "/favicon.ico - " not in e["message"]]
     assert errors == []
 
 
