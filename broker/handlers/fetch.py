@@ -42,8 +42,11 @@ from broker.handlers.fetch_partitions import (
     TOPIC_IDS_VERSION,
     by_topic,
     name_partitions,
+    new_topic_answer,
+    new_tp,
     read_partition,
     size_of,
+    topic_name,
     with_leader_hints,
 )
 from broker.purgatory import AnswerFuture
@@ -52,8 +55,10 @@ from broker.topic_metrics import count_fetch
 from common.topic_partition import TopicPartition
 from common.errors import ErrorCode
 from common.protocol import fetch
+from common.protocol.leader_discovery import NodeEndpoint
 from common.slotted import instance_builder
 from common.units import SECOND_MS
+from metadata.image import MetadataImage
 
 
 async def handle_fetch(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo) -> fetch.FetchResponse:
@@ -66,7 +71,72 @@ def fetch_now(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
               client: ClientInfo) -> fetch.FetchResponse | Later[fetch.FetchResponse]:
     """The answer now when the first read settles it (min_bytes found, an error, no time to
     wait): a consumer reading a backlog costs no task and no extra loop pass per fetch.
-    Otherwise `Later`, which waits (bounded by max_wait_ms) and reads again."""
+    Otherwise `Later`, which waits (bounded by max_wait_ms) and reads again.
+
+    A consumer's sessionless fetch of one partition (what librdkafka sends a bulk consumer,
+    every fetch) takes `_fetch_one`, which answers it with the same bytes and no naming,
+    session or per-topic grouping machinery; any other fetch takes `fetch_any`."""
+    topics = req.topics
+    if len(topics) == 1 and req.session_id == INVALID_SESSION_ID and req.session_epoch == FINAL_EPOCH \
+            and req.replica_id < 0 and not req.forgotten_topics_data and len(topics[0].partitions) == 1:
+        return _fetch_one(ctx, req, version, client, topics[0])
+    return fetch_any(ctx, req, version, client)
+
+
+def _fetch_one(ctx: BrokerContext, req: fetch.FetchRequest, version: int, client: ClientInfo,
+               topic: fetch.FetchTopic) -> fetch.FetchResponse | Later[fetch.FetchResponse]:
+    """`fetch_any`'s answer to a consumer's sessionless fetch of one partition of `topic`,
+    with less Python per fetch (bench/fetch_path.py --opcodes): the one read is
+    `read_partition`, as there, and only what a single partition leaves of the rest runs -
+    its name, the read's verdict, one topic's answer. Sessionless (id 0, epoch -1) is what
+    every branch of `fetch_any`'s context decides for it, with or without sessions, at any
+    version; it keeps nothing between fetches, so nothing can go stale. An unknown topic id
+    goes to `fetch_any`, before any read."""
+    image = ctx.image()
+    by_id = version >= TOPIC_IDS_VERSION
+    name = topic_name(image, topic.topic_id) if by_id else topic.topic
+    if name is None:
+        return fetch_any(ctx, req, version, client)
+    p = topic.partitions[0]
+    tp = new_tp(TopicPartition, (name, p.partition))
+    now_ms = ctx.replicas.timers.now_ms  # the clock of the broker's timers, which hold the deadline
+    deadline_ms = now_ms() + max(req.max_wait_ms, 0)
+    follower_reads = version >= FOLLOWER_FETCH_VERSION
+    answer, _more = read_partition(ctx, tp, p, req, req.max_bytes, first=True, follower_reads=follower_reads)
+    size = size_of(answer)
+    failed = answer.error_code != 0 or answer.diverging_epoch is not None or answer.preferred_read_replica >= 0
+    # as `_FullPass.settled` decides for one partition (its left time read only when it matters)
+    if size >= req.min_bytes or failed or deadline_ms - now_ms() <= 0:
+        return _one_response(ctx, req, version, image, tp, topic, answer, size, failed)
+    requested = {tp: p}
+
+    def full_response(full: _FullPass) -> fetch.FetchResponse:
+        answer = full.answers[tp]
+        return _one_response(ctx, req, version, image, tp, topic, answer, size_of(answer), full.failed)
+    return Later(_FullWait(ctx, req, requested, follower_reads, deadline_ms, full_response).watch())
+
+
+def _one_response(ctx: BrokerContext, req: fetch.FetchRequest, version: int, image: MetadataImage,
+                  tp: TopicPartition, topic: fetch.FetchTopic, answer: fetch.FetchPartitionResponse,
+                  size: int, failed: bool) -> fetch.FetchResponse:
+    """`fetch_any`'s `respond` for one partition answered, with no session: its bytes counted,
+    its leader hint (v16+, on an error), and its topic named as the request named it (by id
+    from v13: a UUID is always true, so `by_topic` takes the request's id too)."""
+    count_fetch(ctx.topic_stats, ((tp.topic, size),), replica_id=req.replica_id)
+    endpoints: tuple[NodeEndpoint, ...] = ()
+    if failed and version >= LEADER_HINTS_VERSION:
+        answers = {tp: answer}
+        endpoints = with_leader_hints(ctx, answers, image)
+        answer = answers[tp]
+    named = new_topic_answer(("", (answer,), topic.topic_id) if version >= TOPIC_IDS_VERSION
+                       else (tp.topic, (answer,), fetch.ZERO_UUID))
+    return _new_response((0, (named,), 0, 0, endpoints))
+
+
+def fetch_any(ctx: BrokerContext, req: fetch.FetchRequest, version: int,
+              client: ClientInfo) -> fetch.FetchResponse | Later[fetch.FetchResponse]:
+    """`fetch_now` for any fetch: every shape, sessions, versions (the tests compare
+    `_fetch_one`'s answers with this one's)."""
     image = ctx.image()
     named = name_partitions(req, version, image)
     requested = named.requested

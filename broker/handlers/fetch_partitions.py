@@ -62,8 +62,8 @@ class Named:
 _new_answer: Final = instance_builder(fetch.FetchPartitionResponse,
                                       tuple(fetch.FetchPartitionResponse.__dataclass_fields__))
 # and every answered topic one of these (its name or id came from the request or the image)
-_new_topic: Final = instance_builder(fetch.FetchTopicResponse, tuple(fetch.FetchTopicResponse.__dataclass_fields__))
-_new_tp: Final = tuple.__new__  # TopicPartition's own __new__ is a Python frame (NamedTuple)
+new_topic_answer: Final = instance_builder(fetch.FetchTopicResponse, tuple(fetch.FetchTopicResponse.__dataclass_fields__))
+new_tp: Final = tuple.__new__  # TopicPartition's own __new__ is a Python frame (NamedTuple)
 
 _minted_ids: dict[int, str] = {}  # wire id (its 128-bit int) -> its form in images; see MINTED_IDS_CACHED
 
@@ -108,7 +108,7 @@ def name_partitions(req: fetch.FetchRequest, version: int, image: MetadataImage)
             named.topic_ids[name] = t.topic_id
         requested = named.requested
         for p in t.partitions:
-            requested[_new_tp(TopicPartition, (name, p.partition))] = p
+            requested[new_tp(TopicPartition, (name, p.partition))] = p
     for f in req.forgotten_topics_data:
         name = topic_name(image, f.topic_id) if by_id else f.topic
         if name is not None:
@@ -242,8 +242,8 @@ def by_topic(answers: Mapping[TopicPartition, fetch.FetchPartitionResponse], ver
     if len(answers) == 1 and not unknown:  # a consumer's usual fetch: one partition, no dict of lists
         for (name, _), answer in answers.items():  # the one item
             if by_id:
-                return (_new_topic(("", (answer,), topic_ids.get(name) or _image_id(image, name))),)
-            return (_new_topic((name, (answer,), fetch.ZERO_UUID)),)
+                return (new_topic_answer(("", (answer,), topic_ids.get(name) or _image_id(image, name))),)
+            return (new_topic_answer((name, (answer,), fetch.ZERO_UUID)),)
     topics: dict[str, list[fetch.FetchPartitionResponse]] = {}
     for tp, answer in answers.items():
         topics.setdefault(tp.topic, []).append(answer)
