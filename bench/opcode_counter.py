@@ -41,11 +41,13 @@ class Counts:
         self.opcodes = 0
         self.calls = 0
         self.by_code: Counter[CodeType] = Counter()
+        self.entries: Counter[CodeType] = Counter()  # Python frames entered per code object (a generator's resumes too)
         self.generated: Counter[tuple[CodeType, CodeType | None]] = Counter()  # (code, its caller's)
 
     def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "call":
             frame.f_trace_opcodes = True
+            self.entries[frame.f_code] += 1
         elif event == "opcode":
             self.opcodes += 1
             code = frame.f_code
@@ -87,7 +89,7 @@ class Counts:
         out: Counter[str] = Counter()
         for code, n in self.by_code.items():
             if code.co_filename != "<string>":
-                out[f"{short_name(code.co_filename)}:{code.co_qualname}"] += n
+                out[_function_name(code)] += n
         for (code, caller), n in self.generated.items():
             called_from = "?" if caller is None else f"{short_name(caller.co_filename)}:{caller.co_qualname}"
             out[f"<string>:{code.co_name} <- {called_from}"] += n
@@ -101,6 +103,15 @@ class Counts:
             lines += [f"{n / per:>10,.0f}  {name}" for name, n in self.per_file().most_common()
                       if n / per >= 0.5]
         if top:
-            lines.append(f"opcodes by function (top {top}):")
-            lines += [f"{n / per:>10,.0f}  {name}" for name, n in self.per_function().most_common(top)]
+            entered: Counter[str] = Counter()
+            for code, n in self.entries.items():  # generated code's entries are folded into '?' callers: left out
+                if code.co_filename != "<string>":
+                    entered[_function_name(code)] += n
+            lines.append(f"opcodes by function (top {top}), and how often each was entered:")
+            lines += [f"{n / per:>10,.0f} {entered[name] / per:>6.2f}x  {name}"
+                      for name, n in self.per_function().most_common(top)]
         return "\n".join(lines)
+
+
+def _function_name(code: CodeType) -> str:
+    return f"{short_name(code.co_filename)}:{code.co_qualname}"

@@ -369,10 +369,10 @@ class RequestHandler:
         if self.context.authorizer is not None:  # ACLs enforced; without an authorizer, this one branch
             return authorization.start_authorized(self.context, row, request, version, client, self._answer)
         if row.now is None:
-            return Later(self._answer(row, row.handler(self.context, request, version, client), version))
+            return Later(Encoding(row.handler(self.context, request, version, client), row.codec.encode, version))
         response = row.now(self.context, request, version, client)
-        if isinstance(response, Later):
-            return Later(self._answer(row, response.answer, version))
+        if isinstance(response, Later):  # the codec's encode and the version as they are: no closure per request
+            return Later(Encoding(response.answer, row.codec.encode, version))
         return None if response is None else row.codec.encode(response, version)
 
     async def handle(self, header: RequestHeader, body: memoryview,
@@ -382,9 +382,8 @@ class RequestHandler:
         return await answer.answer if isinstance(answer, Later) else answer
 
     @staticmethod
-    def _answer(row: ApiRow, pending: Awaitable[Any], version: int) -> Encoding[Any, list[Chunk] | None]:
+    def _answer(row: ApiRow, pending: Awaitable[Any], version: int) -> Encoding[Any, list[Chunk]]:
         """The response `pending` will give, encoded: no coroutine of its own (broker.server.Encoding
         waits for an acks=all Produce's future with no task, and runs a handler's coroutine as
         the request's task)."""
-        encode = row.codec.encode
-        return Encoding(pending, lambda response: None if response is None else encode(response, version))
+        return Encoding(pending, row.codec.encode, version)

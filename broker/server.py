@@ -102,22 +102,28 @@ class Later(Generic[T]):
 
 
 class Encoding(Generic[R, T]):
-    """An awaitable of `encode(await pending)`: a handler's response to come, and its codec.
+    """An awaitable of `encode(await pending, version)`: a handler's response to come, and its
+    codec's encoder with the request's version (a response of None stays None: no answer).
 
     The server takes it apart instead of awaiting it in a coroutine: a future `pending` (an
     acks=all Produce's, set where the high watermark moves) is the request's awaitable itself,
-    with no task; a coroutine runs as the request's task, with no wrapper; the write loop
-    applies `encode` when it takes the answer. So an acks=all answer reaches the write loop in
-    the loop pass after the HW move, not through a task's step first. Anyone else may await it
-    as `encode(await pending)` (once, when `pending` is a coroutine)."""
+    with no task; a coroutine runs as the request's task, with no wrapper; the server applies
+    `encode` when it takes the answer (`encoded`). So an acks=all answer reaches the write loop in
+    the loop pass after the HW move, not through a task's step first. The encoder and the
+    version are kept apart, not joined in a closure: the codec's encode is then the one call
+    per answer, not a lambda's frame around it (every waiting request: a long-poll Fetch, an
+    acks=all Produce). Anyone else may await it (once, when `pending` is a coroutine)."""
 
-    __slots__ = ("pending", "encode")
+    __slots__ = ("pending", "encode", "version")
 
-    def __init__(self, pending: Awaitable[R], encode: Callable[[R], T]) -> None:
-        self.pending, self.encode = pending, encode
+    def __init__(self, pending: Awaitable[R | None], encode: Callable[[R, int], T], version: int) -> None:
+        self.pending, self.encode, self.version = pending, encode, version
 
-    def __await__(self) -> Generator[Any, None, T]:
-        return self.encode((yield from self.pending.__await__()))
+    def encoded(self, response: R | None) -> T | None:
+        return None if response is None else self.encode(response, self.version)
+
+    def __await__(self) -> Generator[Any, None, T | None]:
+        return self.encoded((yield from self.pending.__await__()))
 
 
 class RequestHandler(Protocol):
@@ -165,7 +171,7 @@ class _InFlight:
     received: float  # loop time
     # What the answer waits for (a task, or an acks=all Produce's future); None: answered (or failed) at once
     task: asyncio.Future[Any] | None = None
-    encode: Callable[[Any], list[Chunk] | None] | None = None  # the task's result -> the answer (`Encoding`)
+    encoding: Encoding[Any, list[Chunk]] | None = None  # the task's result -> the answer
     body: list[Chunk] | None = None  # the answer when there is no task
     error: BaseException | None = None  # raised at once: the connection ends at this request
     framed: bool = False  # `body` is a whole frame already (a raw SASL v0 token answer)
@@ -173,7 +179,8 @@ class _InFlight:
     def answer(self) -> list[Chunk] | None:
         if self.task is not None:  # ProtocolError (undecodable request) ends the connection
             result = self.task.result()
-            return result if self.encode is None else self.encode(result)
+            encoding = self.encoding
+            return result if encoding is None or result is None else encoding.encode(result, encoding.version)
         if self.error is not None:
             raise self.error
         return self.body
@@ -416,8 +423,11 @@ class Connection:
                     return True
                 if task.cancelled() or task.exception() is not None:  # the writer ends the connection
                     break
+                encoding = item.encoding  # `_InFlight.answer` without its call: every waiting answer comes here
                 try:
-                    chunks = item.answer()
+                    chunks: list[Chunk] | None = task.result()
+                    if encoding is not None and chunks is not None:
+                        chunks = encoding.encode(chunks, encoding.version)
                 except Exception as exc:  # noqa: BLE001 - an encode's failure: the writer raises it, after `out`
                     pending[0] = _InFlight(item.header, item.received, error=exc)
                     break
@@ -572,17 +582,17 @@ class Connection:
         if not isinstance(answer, Later):
             return _InFlight(header, received, body=answer)
         pending: Awaitable[Any] = answer.answer
-        encode = None
+        encoding = None
         if isinstance(pending, Encoding):
-            encode = pending.encode
+            encoding = pending
             pending = pending.pending
         if isinstance(pending, asyncio.Future):  # set elsewhere (an acks=all Produce's): nothing to run
-            return _InFlight(header, received, task=pending, encode=encode)
+            return _InFlight(header, received, task=pending, encoding=encoding)
         # an async def's coroutine (the usual) runs as the task itself; any other awaitable in one
         coroutine = pending if isinstance(pending, CoroutineType) else cast(CoroutineType[Any, Any, Any],
                                                                              _awaited(pending))
         self._newest = coroutine
-        return _InFlight(header, received, task=asyncio.create_task(coroutine), encode=encode)
+        return _InFlight(header, received, task=asyncio.create_task(coroutine), encoding=encoding)
 
     async def _write_loop(self) -> None:
         """Answers in request order; every answer ready by then goes out in one write."""

@@ -5,8 +5,8 @@ turn (FrameReceiver.sink), not by waking the reader task a loop pass later; in t
 context all the same. A handler's `Later` may hold a future set elsewhere (an acks=all
 Produce's, set where the high watermark moves): the server keeps that future as the request's
 awaitable, with no task, and the write loop wakes on it directly, one loop pass after it is
-set. `Encoding(pending, encode)` is applied by the write loop; awaited by anyone else it is
-`encode(await pending)`. Request order holds either way.
+set. `Encoding(pending, encode, version)` is applied by the write loop; awaited by anyone else
+it is `encode(await pending, version)` (None stays None). Request order holds either way.
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ class FutureHandler:
         if words[0] == "boom":
             raise RuntimeError("a bug before any await")
         if words[0] == "coroutine":
-            return Later(Encoding(_soon(words[1].encode()), lambda tag: [tag.upper()]))
+            return Later(Encoding(_soon(words[1].encode()), _upper, 0))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes] = AnswerFuture(loop=loop) if words[0] == "answer" else loop.create_future()
         self.futures[header.correlation_id] = future
         if words[0] == "future":
             return Later(_chunks_of(future))
-        return Later(Encoding(future, lambda tag: [tag.upper()]))
+        return Later(Encoding(future, _upper, 0))
 
     async def handle(self, header: RequestHeader, body: memoryview, client_host: str = "") -> list[Chunk] | None:
         answer = self.start(header, body, client_host)
@@ -68,7 +68,7 @@ def _chunks_of(future: asyncio.Future[bytes]) -> asyncio.Future[list[Chunk] | No
     return chunks
 
 
-async def _soon(tag: bytes) -> bytes:
+async def _soon(tag: bytes | None) -> bytes | None:
     await asyncio.sleep(0)
     return tag
 
@@ -175,10 +175,23 @@ async def test_encoding_awaited_elsewhere_is_the_encoded_answer(pending: str) ->
     if pending == "future":
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         future.set_result(b"x")
-        encoding = Encoding(future, lambda tag: [tag * 2])
+        encoding = Encoding(future, _repeat, 2)
     else:
-        encoding = Encoding(_soon(b"x"), lambda tag: [tag * 2])
+        encoding = Encoding(_soon(b"x"), _repeat, 2)
     assert await encoding == [b"xx"]
+
+
+async def test_an_encoding_of_no_response_is_no_answer() -> None:
+    # a handler's None (no answer) is not given to the codec
+    assert await Encoding(_soon(None), _repeat, 2) is None
+
+
+def _repeat(tag: bytes, version: int) -> list[bytes]:
+    return [tag * version]
+
+
+def _upper(tag: bytes, version: int) -> list[bytes]:
+    return [tag.upper()]
 
 
 @pytest.mark.parametrize("served", [None, ListenerSecurity("EXTERNAL", "PLAINTEXT")], indirect=True,
