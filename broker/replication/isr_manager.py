@@ -73,11 +73,11 @@ class IsrManager:
     def maybe_advance_high_watermark(self, partition: Partition, now_ms: int | None = None) -> bool:
         """Leader: HW = min LEO over the (maximal) ISR, never backwards; wakes waiters. `now_ms`:
         the caller's clock reading of this event (an append, a follower fetch), else read here."""
-        hw = partition.next_high_watermark(self.broker_id, self._now_ms() if now_ms is None else now_ms,
-                                           self.replica_lag_time_max_ms, self.is_eligible)
-        if not hw.advanced:
+        offset = partition.raised_high_watermark(self.broker_id, self._now_ms() if now_ms is None else now_ms,
+                                                 self.replica_lag_time_max_ms, self.is_eligible)
+        if offset < 0:
             return False
-        partition.log.update_high_watermark(hw.offset)
+        partition.log.update_high_watermark(offset)
         self._on_change(partition.tp)
         return True
 

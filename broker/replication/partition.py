@@ -88,6 +88,10 @@ class Partition:
     # transaction here (KIP-890's verification, `broker.txn_verification`); an entry goes when a
     # marker ends that producer's transaction, all of them when leadership moves.
     verified_txns: dict[int, VerificationGuard] = field(default_factory=dict)
+    # Leader only (soft state): the ISR follower found holding the HW where it was at the last
+    # look (`raised_high_watermark`), or -1. Between two follower fetches of a round every look
+    # finds the same one (the one that has not fetched the new records yet), so it is asked first.
+    hw_held_by: int = -1
 
     def is_leader(self, broker_id: int) -> bool:
         return self.leader_id == broker_id
@@ -176,17 +180,33 @@ class Partition:
         effectiveMinIsr): KIP-966's rule (Kafka's maybeIncrementLeaderHW since 3.7), so no record
         only this leader holds becomes committed and readable. An ELR member, which left the ISR
         below min ISR, then has every record a consumer may have read when it is elected."""
+        offset = self.raised_high_watermark(broker_id, now_ms, replica_lag_time_max_ms, is_eligible)
+        if offset < 0:
+            offset = self.log.high_watermark
+        return HighWatermark(offset, offset > self.log.high_watermark, offset >= self.leader_epoch_start_offset)
+
+    def raised_high_watermark(self, broker_id: int, now_ms: int, replica_lag_time_max_ms: int,
+                              is_eligible: Callable[[int], bool]) -> int:
+        """`next_high_watermark`'s offset when it is above the log's HW, else -1: the leader's
+        shell asks after every append and follower fetch (5 times per acks=all produce at RF=3)
+        and needs only that, with no HighWatermark built for the usual answer, "not moved"."""
         partition_log = self.log
         isr_size = len(self.isr)  # below min(min.insync.replicas, replicas), without a min() call:
         if isr_size < self.min_insync_replicas and isr_size < len(self.replicas):
-            current = partition_log.high_watermark
-            return HighWatermark(current, False, current >= self.leader_epoch_start_offset)
+            return -1
         leader_leo = partition_log.log_end_offset
         current_hw = partition_log.high_watermark
         if current_hw == leader_leo:  # nothing above the HW to commit: most calls after a follower fetch
-            return HighWatermark(current_hw, False, current_hw >= self.leader_epoch_start_offset)
-        maximal = self.maximal_isr
+            return -1
         states = self.follower_states
+        # The follower that held it at the last look, asked first (an ISR member at or below the
+        # HW holds it, whatever the others: the walk below would return at it too).
+        held = self.hw_held_by
+        if held in self.isr:
+            state = states.get(held)
+            if state is not None and state.log_end_offset <= current_hw:
+                return -1
+        maximal = self.maximal_isr
         # Fast returns for what follows every leader append (the HW is min LEO, never backwards).
         # An ISR follower at or below the HW (or not yet fetched in this epoch) holds it where it
         # is, whatever the others: after an append at RF>1 the followers' LEOs did not move, so
@@ -197,10 +217,10 @@ class Partition:
             if r != broker_id:
                 state = states.get(r)
                 if state is None or state.log_end_offset <= current_hw:
-                    return HighWatermark(current_hw, False, current_hw >= self.leader_epoch_start_offset)
+                    self.hw_held_by = r
+                    return -1
         if not states:
-            offset = leader_leo if leader_leo > current_hw else current_hw
-            return HighWatermark(offset, offset > current_hw, offset >= self.leader_epoch_start_offset)
+            return leader_leo if leader_leo > current_hw else -1
         # Outside the ISR, only followers that fetched in this epoch (a known LEO) can hold it.
         # One pass over the followers for both (after every append and follower fetch).
         follower_leos = {}
@@ -210,10 +230,11 @@ class Partition:
             if r not in maximal and leo >= 0 and is_eligible(r) and is_caught_up(
                     state, leader_leo=leader_leo, now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms):
                 waiting.append(r)
-        return high_watermark(
+        hw = high_watermark(
             leader=broker_id, leader_leo=leader_leo, isr=maximal, follower_leos=follower_leos,
             current_hw=current_hw, leader_epoch_start_offset=self.leader_epoch_start_offset,
             waiting_for=waiting)
+        return hw.offset if hw.advanced else -1
 
     def isr_to_expand(self, is_eligible: Callable[[int], bool]) -> tuple[int, ...] | None:
         """The ISR with every in-sync follower added, or None (nothing pending, recovered only)."""
