@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 NOT_REPLICATED: Final = "not replicated to the ISR within the request timeout"
 NOT_LEADER_OR_FOLLOWER: Final = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+PartitionProduceResponse: Final = produce.PartitionProduceResponse
+UNKNOWN_LEADER: Final = produce.UNKNOWN_LEADER
 
 # (partition response, offset the HW must pass for acks=all) per partition, per topic
 _Results = list[tuple[str, list[tuple[produce.PartitionProduceResponse, int]]]]
@@ -153,10 +155,12 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest, refused: Mappin
     results: _Results = []
     required: dict[TopicPartition, int] = {}
     acks_all = req.acks == -1
+    new = tuple.__new__  # the NamedTuples built per partition, without their Python __new__
     for topic in req.topic_data:
         parts = []
+        name = topic.name
         for p in topic.partition_data:
-            tp = TopicPartition(topic.name, p.index)
+            tp = new(TopicPartition, (name, p.index))
             if refused and tp in refused:  # KIP-890: the coordinator did not vouch for it
                 parts.append((produce.PartitionProduceResponse(
                     p.index, int(refused[tp]), -1, -1, -1, (),
@@ -175,11 +179,12 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest, refused: Mappin
                     str(e) or None), -1))
                 continue
             end_offset = info.last_offset + 1
-            parts.append((produce.PartitionProduceResponse(
-                p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset), end_offset))
+            parts.append((new(PartitionProduceResponse, (
+                p.index, 0, info.first_offset, info.log_append_time, info.log_start_offset, (), None,
+                UNKNOWN_LEADER)), end_offset))
             if acks_all:
                 required[tp] = end_offset
-        results.append((topic.name, parts))
+        results.append((name, parts))
     return results, required
 
 

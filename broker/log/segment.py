@@ -267,7 +267,9 @@ class LogSegment:
         self.next_offset = base + header.last_offset_delta + 1
 
     def _write(self, iov: list[bytes | memoryview], total: int) -> None:
-        fd = (handle := self.file()).fd
+        # file() without its frame: every append of every partition comes here
+        handle = self._create_file() if self._file_deferred else self._files.get(self._key, self.log_path)
+        fd = handle.fd
         try:
             if len(iov) <= _IOV_MAX:
                 written = os.writev(fd, iov)
@@ -298,7 +300,8 @@ class LogSegment:
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = max_timestamp
         if self._bytes_since_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
+            # OffsetIndex.append's conversion without its frame: a bulk produce indexes each batch
+            self.offset_index.append_entry(last_offset - self.base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size

@@ -103,11 +103,14 @@ class SparseIndex:
 
     def append_entry(self, key: int, value: int) -> None:
         """Add an entry; keys must strictly increase (a broken invariant is a bug, not input)."""
-        if self.keys and key <= self.keys[-1]:
-            raise ValueError(f"index {self.path}: key {key} after {self.keys[-1]}")
-        self.keys.append(key)
+        keys = self.keys
+        if keys and key <= keys[-1]:
+            raise ValueError(f"index {self.path}: key {key} after {keys[-1]}")
+        keys.append(key)
         self.values.append(value)
-        self._count_changed()
+        # _count_changed inline: a leader's append indexes a batch every index.interval.bytes,
+        # so a bulk produce adds an entry to both indexes of each partition it writes
+        self.is_full = len(keys) >= self.max_entries
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries, in memory and in the file."""

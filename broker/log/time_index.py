@@ -32,13 +32,19 @@ class TimeIndex(SparseIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add (timestamp, offset) if it raises the largest timestamp indexed so far."""
-        if self.keys and timestamp <= self.keys[-1]:
+        keys = self.keys
+        if keys and timestamp <= keys[-1]:
             return
         relative = offset - self.base_offset
-        if self.values and relative < self.values[-1]:
+        values = self.values
+        if values and relative < values[-1]:
             raise ValueError(f"time index {self.path}: offset {offset} below the last entry's "
-                             f"{self.base_offset + self.values[-1]}")
-        self.append_entry(timestamp, relative)
+                             f"{self.base_offset + values[-1]}")
+        # append_entry's work without its frame (its key check is the one above): a leader's
+        # append indexes a batch every index.interval.bytes, each batch of a bulk produce
+        keys.append(timestamp)
+        values.append(relative)
+        self.is_full = len(keys) >= self.max_entries
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The last entry with timestamp <= `timestamp`, or (-1, base offset)."""
