@@ -211,3 +211,20 @@ def test_a_session_keeps_the_topic_naming_it_was_opened_with(opened_with_ids: bo
     else:
         assert context == SessionError(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         assert sessions.get(session_id) is not None  # the session stays for the right fetcher
+
+
+def test_a_cached_partition_hands_back_the_request_it_holds_until_the_next_one() -> None:
+    """A session partition is read with the fetcher's last request itself (no FetchPartition
+    built per read: a follower's partition is read on its fetch and again when woken); an
+    incremental request replaces it, and one made from its fields builds it once."""
+    cached = CachedPartition.of(P0)
+    assert cached.request(0) is P0 and cached.request(0) is P0
+    moved = FetchPartition(0, fetch_offset=15, partition_max_bytes=500, log_start_offset=2, current_leader_epoch=4,
+                           last_fetched_epoch=3)
+    cached.update_request(moved)
+    assert cached.request(0) is moved
+    assert (cached.fetch_offset, cached.max_bytes, cached.fetcher_log_start_offset, cached.current_leader_epoch,
+            cached.last_fetched_epoch) == (15, 500, 2, 4, 3)
+    by_hand = CachedPartition(1000, 20, -1, -1)
+    built = by_hand.request(1)
+    assert built == P1 and by_hand.request(1) is built
