@@ -67,14 +67,14 @@ def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks:
         if duplicate is not None:
             return duplicate
     partition_log = partition.log
-    active = partition_log.active_segment
+    rolls = partition_log.rolls
     try:
         info = partition_log.append(view, now_ms=now_ms, leader_epoch=partition.leader_epoch,
                                     batches=batches)
     except OSError as e:
         raise KafkaStorageError(f"append to {partition.tp} failed: {e}") from e
-    if partition_log.active_segment is not active:  # asked here: most appends roll nothing
-        _snapshot_if_rolled(partition, active)
+    if partition_log.rolls != rolls:  # asked here: most appends roll nothing
+        _snapshot_at_roll(partition)
     if idempotent:
         _update_producer_state(partition, batches, info.first_offset)
     return info
@@ -122,13 +122,14 @@ def append_marker_as_leader(partition: Partition, *, producer_id: int, producer_
                     "COMMIT" if committed else "ABORT", producer_id, producer_epoch, coordinator_epoch,
                     partition.tp, verdict.message)
         raise ReplicaError(ErrorCode(verdict.error_code), verdict.message)
-    active = partition.log.active_segment
+    rolls = partition.log.rolls
     try:
         info = partition.log.append(batch, now_ms=now_ms, leader_epoch=partition.leader_epoch,
                                     batches=batches, validate=False)
     except OSError as e:
         raise KafkaStorageError(f"append of a transaction marker to {partition.tp} failed: {e}") from e
-    _snapshot_if_rolled(partition, active)
+    if partition.log.rolls != rolls:
+        _snapshot_at_roll(partition)
     kind = ControlType.COMMIT if committed else ControlType.ABORT
     aborted = _replay(partition, header, info.first_offset, info.last_offset, (kind, coordinator_epoch))
     if aborted is not None:
@@ -152,13 +153,13 @@ def append_as_follower(partition: Partition, records: memoryview, leader_high_wa
     if batches:
         pos, header = batches[-1]
         whole = records[:pos + header.batch_length + LOG_OVERHEAD]
-        active = partition_log.active_segment
+        rolls = partition_log.rolls
         try:
             info = partition_log.append(whole, now_ms=now_ms, assign_offsets=False, batches=batches)
         except OSError as e:
             raise KafkaStorageError(f"follower append to {partition.tp} failed: {e}") from e
-        if partition_log.active_segment is not active:  # asked here: most appends roll nothing
-            _snapshot_if_rolled(partition, active)
+        if partition_log.rolls != rolls:  # asked here: most appends roll nothing
+            _snapshot_at_roll(partition)
         for pos, header in batches:  # the leader's offsets: a compacted leader's log has gaps
             if header.producer_id >= 0:
                 marker = marker_of(whole[pos : pos + header.size], header) if header.is_control else None
@@ -236,7 +237,7 @@ def _replay(partition: Partition, header: RecordBatchHeader, first_offset: int, 
                       last_stable_offset_after(state.ongoing, completed))
 
 
-def _snapshot_if_rolled(partition: Partition, before: LogSegment) -> None:
+def _snapshot_at_roll(partition: Partition) -> None:
     """The append rolled a segment (at the log end, before its batches): snapshot the producer
     state there, before the batches update it (Kafka's roll takes the snapshot). A failure only
     costs the next open a longer replay.
@@ -246,8 +247,6 @@ def _snapshot_if_rolled(partition: Partition, before: LogSegment) -> None:
     within seconds; one lost or torn by a power cut fails its CRC and the next open replays from
     an earlier snapshot or the log start, which gives the same producer state."""
     active = partition.log.active_segment
-    if active is before:
-        return
     try:
         write_snapshot(partition.log.directory, active.base_offset,
                        encode_snapshot(partition.producer_state.entries.values()), durable=False)

@@ -119,11 +119,15 @@ async def handle_produce(ctx: BrokerContext, req: produce.ProduceRequest,
 
 
 def _response(ctx: BrokerContext, results: _Results, version: int) -> produce.ProduceResponse:
-    response = produce.ProduceResponse(tuple(
-        produce.TopicProduceResponse(name, tuple(r for r, _ in parts)) for name, parts in results))
-    if version >= produce.LEADER_DISCOVERY_VERSION and any(
-            p.error_code == NOT_LEADER_OR_FOLLOWER for t in response.responses for p in t.partitions):
-        return with_current_leaders(ctx, response, ctx.image())
+    # list comprehensions and a plain loop, not generators: a generator resumes its frame per item,
+    # and a bulk producer's answer has an entry per partition
+    response = produce.ProduceResponse(tuple([
+        produce.TopicProduceResponse(name, tuple([r for r, _ in parts])) for name, parts in results]))
+    if version >= produce.LEADER_DISCOVERY_VERSION:
+        for t in response.responses:
+            for p in t.partitions:
+                if p.error_code == NOT_LEADER_OR_FOLLOWER:
+                    return with_current_leaders(ctx, response, ctx.image())
     return response
 
 

@@ -142,6 +142,10 @@ class PartitionLog:
         # (bench/leader_request_cpu.py), each read a Python frame.
         self.log_end_offset = self._segments[-1].next_offset
         self._bases = [s.base_offset for s in self._segments]
+        # Segments this log rolled since it opened: an append's caller compares it before and
+        # after to learn whether the append rolled (an attribute, where the active_segment
+        # property asked twice was two frames per partition of every produce).
+        self.rolls = 0
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         # What the append rules derive from the config for the active segment (its roll age,
         # whether keys are required), for the (segment, config) pair they were derived for: a
@@ -324,6 +328,7 @@ class PartitionLog:
         segment = open_segment(self.directory, base, self.config, now_ms, create=True, files=self.files)
         self._segments.append(segment)
         self._bases.append(base)
+        self.rolls += 1
         self.log_end_offset = segment.next_offset
         self._reset_writeback(-1)
         log.info("%sRolled new log segment at offset %d (%s)", self._name, base, reason)

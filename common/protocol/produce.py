@@ -318,15 +318,16 @@ def encode_produce_response(resp: ProduceResponse, version: int) -> list[Chunk]:
     # v8+ without record errors or a leader: the fixed fields, the empty errors and message, and
     # an empty tag section in one write (a bulk producer's request carries every partition)
     plain_tail = no_errors + (b"\x00" if flexible else b"")
+    plain = version >= 8
+    pack = _PARTITION_V5.pack
     _write_count(w, len(resp.responses))
     for t in resp.responses:
         w.string(t.name)
         _write_count(w, len(t.partitions))
         for p in t.partitions:
-            if version >= 8 and not p.record_errors and p.error_message is None \
-                    and p.current_leader is UNKNOWN_LEADER:
-                w.raw(_PARTITION_V5.pack(p.partition_index, p.error_code, p.base_offset,
-                                         p.log_append_time_ms, p.log_start_offset) + plain_tail)
+            if plain and not p.record_errors and p.error_message is None and p.current_leader is UNKNOWN_LEADER:
+                w.raw(pack(p.partition_index, p.error_code, p.base_offset, p.log_append_time_ms,
+                           p.log_start_offset) + plain_tail)
                 continue
             if version >= 5:
                 w.raw(_PARTITION_V5.pack(p.partition_index, p.error_code, p.base_offset,
