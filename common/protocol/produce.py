@@ -174,8 +174,8 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequest:
             else:
                 index, n = _INDEX_AND_LENGTH.unpack_from(buf, pos)
                 pos += 8
-            if n < -1 or n > end - pos:
-                _partition_head(buf, start, end, flexible)  # raises, naming the fault
+            if n < -1 or n > end - pos:  # read again field by field, which raises naming the fault
+                index, n, pos = _partition_head(buf, start, end, flexible)
             # slot setters (C), not the frozen dataclass's __init__ (a Python frame per partition)
             entry = new_partition(PartitionProduceData)
             set_index(entry, index)

@@ -201,6 +201,24 @@ def test_roll_by_size_keeps_segments_under_segment_bytes(tmp_path: Path) -> None
     assert log.recovery_point == log.active_segment.base_offset
 
 
+def test_rolls_counts_the_segments_the_log_rolled(tmp_path: Path) -> None:
+    """What an append's caller compares to learn that it rolled (replica_appends snapshots the
+    producer state there): every new segment counts, a roll of an empty active segment at its own
+    base makes none, and a reopened log counts from 0."""
+    log = open_log(tmp_path, SMALL)
+    assert log.rolls == 0
+    fill(log, 40)
+    assert log.rolls == len(log.segments) - 1 > 2
+    before = log.rolls
+    log.roll(NOW)                     # a new, empty active segment
+    log.roll(NOW)                     # nothing to roll: it is empty at the log end
+    assert log.rolls == before + 1 and log.active_segment.size == 0
+    log.close()
+    reopened = open_log(tmp_path, SMALL)
+    assert reopened.rolls == 0 and len(reopened.segments) == before + 2
+    reopened.close()
+
+
 def test_roll_by_message_time(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_ms=1000))
     log.append(batch(1, ts=NOW), now_ms=NOW)
