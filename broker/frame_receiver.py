@@ -110,25 +110,52 @@ class FrameReceiver(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
         self._metrics.bytes_in += nbytes
         if self._dropping:
             return
+        sink = self.sink
+        if sink is not None and self._waiter is not None and self._error is None:
+            # The connection takes them now, not in its reader task a loop pass later (a future,
+            # a wake-up and a task step per request). `receive` waits only with none queued: the
+            # decoder's frames go to a list of their own and straight to the sink; what the sink
+            # leaves (or a bad frame after them) is queued for `receive` as below.
+            taken: list[Frame] = []
+            try:
+                self.decoder.buffer_updated(nbytes, taken)
+            except ProtocolError as e:
+                self._failed(e)
+                self._queue(taken)  # the frames before the error, for `receive`, then the error
+                return
+            if taken:
+                left = sink(taken)
+                if left:
+                    self._queue(left)
+            return
         frames = self._frames
         before = len(frames)
         try:
             self.decoder.buffer_updated(nbytes, frames)  # type: ignore[arg-type]
         except ProtocolError as e:
-            self._error = e
-            self._dropping = True
-            self._pause()
-        if len(frames) == before and self._error is None:
+            self._failed(e)
+            self._queued_from(before)
             return
-        if self.sink is not None and self._waiter is not None and self._error is None:
-            # The connection takes them now, not in its reader task a loop pass later (a future,
-            # a wake-up and a task step per request). `before` is 0: `receive` waits only with
-            # none queued. What the sink leaves is queued for `receive` as any frame.
-            left = self.sink(list(frames))
-            frames.clear()
-            if not left:
-                return
-            frames.extend(left)
+        if len(frames) > before:
+            self._queued_from(before)
+
+    def _failed(self, error: ProtocolError) -> None:
+        """The decoder's error: what arrives from now on is dropped; `receive` raises it once the
+        frames queued before it are taken."""
+        self._error = error
+        self._dropping = True
+        self._pause()
+
+    def _queue(self, frames: list[Frame]) -> None:
+        """`frames` for `receive` (those the sink left)."""
+        before = len(self._frames)
+        self._frames.extend(frames)
+        self._queued_from(before)
+
+    def _queued_from(self, before: int) -> None:
+        """Frames from index `before` on were queued: count their bytes, wake `receive` or pause
+        reading past RECEIVE_QUEUE_BYTES."""
+        frames = self._frames
         for i in range(before, len(frames)):  # bounded by the frames this read completed
             self._queued += len(frames[i])
         if self._waiter is not None:

@@ -41,10 +41,12 @@ import contextvars
 import logging
 import socket
 import ssl
+import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
+from functools import partial
 from types import CoroutineType
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
@@ -92,6 +94,10 @@ LATENCY_BUCKETS_MS: Final = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 500
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# The clock of request times (received, answered): the C function itself, not the loop's time()
+# (asyncio's is a Python method around it), read twice per request.
+_monotonic: Final = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +174,7 @@ class ServerMetrics:
 @dataclass(slots=True)
 class _InFlight:
     header: RequestHeader
-    received: float  # loop time
+    received: float  # time.monotonic(), as every request time here (`_monotonic`)
     # What the answer waits for (a task, or an acks=all Produce's future); None: answered (or failed) at once
     task: asyncio.Future[Any] | None = None
     encoding: Encoding[Any, list[Chunk]] | None = None  # the task's result -> the answer
@@ -304,7 +310,8 @@ class Connection:
         gate = self.gate
         if gate is None:  # frames that arrive while this task waits are taken in the receiver's turn
             self._context = contextvars.copy_context()  # this task's (its listener: CLIENT_LISTENER)
-            self.receiver.sink = self._take
+            # the context's run itself as the sink, no Python frame around it
+            self.receiver.sink = partial(self._context.run, self._take)  # type: ignore[call-arg]  # run(f, *args)
         try:
             await self._read_frames(loop, gate)
         finally:
@@ -326,9 +333,9 @@ class Connection:
                     await self._reader_wakeup
                 if gate is None:
                     header, body = parse_request_header(frame)
-                    item = self._start(header, body, loop.time())
+                    item = self._start(header, body, _monotonic())
                 else:
-                    item = self._through_gate(frame, loop.time())
+                    item = self._through_gate(frame, _monotonic())
                     if gate.authenticated:
                         self.receiver.decoder.max_request_bytes = self.server.max_request_bytes
                 self.pending.append(item)
@@ -339,22 +346,20 @@ class Connection:
                     _wake(self._writer_wakeup)
                     self._reader_wakeup = loop.create_future()
                     await self._reader_wakeup
-            if self.pending and not self._answer_in_turn(loop.time()):
+            if self.pending and not self._answer_in_turn(_monotonic()):
                 _wake(self._writer_wakeup)
 
     def _take(self, frames: list[Frame]) -> list[Frame]:
         """The receiver's frames, taken in its own turn while the reader task waits for them
-        (FrameReceiver.sink): each started as `_read_frames` does, with no wake-up of the reader
-        task, no task step and no loop pass per request. What this leaves goes back to the reader
-        task: the frames past the in-flight limit (it waits for room first), and a frame whose
-        header does not parse (its ProtocolError ends the connection there, as ever)."""
+        (FrameReceiver.sink, run in the reader task's context): each started as `_read_frames`
+        does, with no wake-up of the reader task, no task step and no loop pass per request. What
+        this leaves goes back to the reader task: the frames past the in-flight limit (it waits
+        for room first), and a frame whose header does not parse (its ProtocolError ends the
+        connection there, as ever)."""
         if self.draining or self._failed:
             return []  # reading is over: what arrives is not handled
-        return self._context.run(self._take_in_context, frames)
-
-    def _take_in_context(self, frames: list[Frame]) -> list[Frame]:
         pending, limit = self.pending, self.server.max_in_flight
-        now = self._loop.time()
+        now = _monotonic()
         rest: list[Frame] = []
         for i, frame in enumerate(frames):  # bounded by the frames of one read
             if len(pending) > limit:
@@ -469,7 +474,7 @@ class Connection:
         connection's that is: this one's queue is consistent between any two of its steps)."""
         if self._watched is task:
             self._watched = None
-        now = self._loop.time()
+        now = _monotonic()
         try:
             written = self._answer_in_turn(now)
         except Exception as exc:  # noqa: BLE001 - a slice's file shrank (ShortReadError): the writer ends the connection
@@ -643,7 +648,7 @@ class Connection:
                     if size >= COALESCE_BYTES:
                         await self._flush(out, size)
                         out, size = [], 0
-                metrics.observe(item.header.request_api_key, (loop.time() - item.received) * 1000)
+                metrics.observe(item.header.request_api_key, (_monotonic() - item.received) * 1000)
             if out and self._write(out, size):
                 await self.writer.drain()
 

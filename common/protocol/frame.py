@@ -12,7 +12,13 @@ import struct
 from sys import getrefcount
 from typing import Final, NamedTuple
 
-from common.protocol.api_keys import FIRST_FLEXIBLE_RESPONSE, NEVER_FLEXIBLE, is_flexible, response_header_version
+from common.protocol.api_keys import (
+    FIRST_FLEXIBLE_RESPONSE,
+    FIRST_FLEXIBLE_VERSION,
+    NEVER_FLEXIBLE,
+    is_flexible,
+    response_header_version,
+)
 from common.protocol.primitives import Chunk, ProtocolError, Reader
 from common.config import default_int
 from common.units import KIB, MIB
@@ -54,6 +60,7 @@ class RequestHeader(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_first_flexible = FIRST_FLEXIBLE_VERSION.get  # api key -> its first flexible (header v2) version
 
 
 def _refcounts(buffers: list[bytearray]) -> list[int]:
@@ -251,7 +258,7 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> tuple[Request
         api_key, api_version, correlation_id, n = _unpack_header_fixed(view)
         pos = _HEADER_FIXED_BYTES + n
         if 0 <= n and pos <= end:
-            flexible = is_flexible(api_key, api_version)
+            flexible = api_version >= _first_flexible(api_key, NEVER_FLEXIBLE)  # is_flexible, without its call
             if not flexible or (pos < end and view[pos] == 0):
                 try:
                     client_id: str | None = str(view[_HEADER_FIXED_BYTES:pos], "utf-8")

@@ -240,6 +240,18 @@ async def test_bad_input_closes_only_that_connection(server: KafkaServer, garbag
     assert len(lines) == 1 and "127.0.0.1:" in lines[0].getMessage()
 
 
+async def test_requests_answered_at_once_before_a_bad_prefix_in_the_same_read_go_out_then_it_closes(
+        server: KafkaServer) -> None:
+    # one read: two whole requests, then a prefix over the limit (the receiver's turn hands the
+    # two to the connection, then its error); both answers go out, in order, before the close.
+    # (A request still in flight at the error is cancelled with the connection, as documented.)
+    reader, writer = await connect(server)
+    writer.write(request(1, b"now a") + request(2, b"now b") + struct.pack(">i", MAX_REQUEST_BYTES + 1))
+    assert await read_response(reader) == (1, b"a")
+    assert await read_response(reader) == (2, b"b")
+    assert await closed(reader)
+
+
 async def test_an_oversized_frame_is_refused_before_its_body_arrives(server: KafkaServer) -> None:
     reader, writer = await connect(server)
     writer.write(struct.pack(">i", 50 * 1024 * 1024))  # 50 MiB promised, nothing sent
