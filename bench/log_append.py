@@ -111,7 +111,7 @@ def main() -> None:
     print(f"tidelog log bench: {args.total_mib} MiB per case, best of {args.rounds}, "
           f"{'user CPU' if args.user else 'CPU' if args.cpu else 'wall'} time, scratch {root}")
     print(f"{'batch':>8} {'log MB/s':>10} {'raw MB/s':>10} {'append':>7} "
-          f"{'log rd MB/s':>12} {'raw rd MB/s':>12} {'read':>6}")
+          f"{'log rd MB/s':>12} {'raw rd MB/s':>12} {'read':>6} {'us/append':>10}")
     try:
         for size in (1 * KIB, 16 * KIB, 1 * MIB):
             batch = make_batch(size)
@@ -120,10 +120,11 @@ def main() -> None:
             runs = [bench_case(root / "case", batch, count, clock) for _ in range(args.rounds)]
             log_w, raw_w, log_r, raw_r = (min(r[k] for r in runs) for k in
                                           ("log_write", "raw_write", "log_read", "raw_read"))
-            mbs = lambda s: total / s / 1e6  # noqa: E731
+            # a raw write's user time may read 0 (--user: the kernel does its work): no rate then
+            mbs = lambda s: total / s / 1e6 if s > 0 else float("inf")  # noqa: E731
             print(f"{len(batch):>8} {mbs(log_w):>10.0f} {mbs(raw_w):>10.0f} "
                   f"{raw_w / log_w:>7.0%} {mbs(log_r):>12.0f} {mbs(raw_r):>12.0f} "
-                  f"{raw_r / log_r:>6.0%}")
+                  f"{raw_r / log_r if log_r > 0 else 0:>6.0%} {log_w / count * 1e6:>10.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
