@@ -7,7 +7,7 @@ in 1 MiB fetches (`PartitionLog.read` + `os.pread` of the slice against plain `o
 Neither side fsyncs. Each figure is the best of `--rounds` runs; the ratio is log / raw.
 `--cpu`: timed by the process's CPU time (user and kernel), not the wall clock, so the figures
 are MB per CPU second, which other work on a shared box moves much less. `--user`: by its user
-time alone, the Python work per batch: on this VM the kernel's copy into the page cache costs 7-15x
+time alone (whole clock ticks: take 'us/append' over several runs), the Python work per batch: on this VM the kernel's copy into the page cache costs 7-15x
 more on a page the host has to back again (free page reporting and DAMON's pageout return freed and
 cold memory to it) than on one it still backs, so the kernel's share moves with the box's memory
 history, not with the code (issue 35).
@@ -120,11 +120,13 @@ def main() -> None:
             runs = [bench_case(root / "case", batch, count, clock) for _ in range(args.rounds)]
             log_w, raw_w, log_r, raw_r = (min(r[k] for r in runs) for k in
                                           ("log_write", "raw_write", "log_read", "raw_read"))
-            # a raw write's user time may read 0 (--user: the kernel does its work): no rate then
+            # --user reads whole clock ticks: a side may read 0 s (the kernel did its work), and
+            # then has no rate (inf) and no ratio (0 %)
             mbs = lambda s: total / s / 1e6 if s > 0 else float("inf")  # noqa: E731
+            ratio = lambda a, b: a / b if b > 0 else 0.0  # noqa: E731
             print(f"{len(batch):>8} {mbs(log_w):>10.0f} {mbs(raw_w):>10.0f} "
-                  f"{raw_w / log_w:>7.0%} {mbs(log_r):>12.0f} {mbs(raw_r):>12.0f} "
-                  f"{raw_r / log_r if log_r > 0 else 0:>6.0%} {log_w / count * 1e6:>10.1f}")
+                  f"{ratio(raw_w, log_w):>7.0%} {mbs(log_r):>12.0f} {mbs(raw_r):>12.0f} "
+                  f"{ratio(raw_r, log_r):>6.0%} {log_w / count * 1e6:>10.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
