@@ -7,10 +7,10 @@ in 1 MiB fetches (`PartitionLog.read` + `os.pread` of the slice against plain `o
 Neither side fsyncs. Each figure is the best of `--rounds` runs; the ratio is log / raw.
 `--cpu`: timed by the process's CPU time (user and kernel), not the wall clock, so the figures
 are MB per CPU second, which other work on a shared box moves much less. `--user`: by its user
-time alone (whole clock ticks: take 'us/append' over several runs), the Python work per batch: on this VM the kernel's copy into the page cache costs 7-15x
-more on a page the host has to back again (free page reporting and DAMON's pageout return freed and
-cold memory to it) than on one it still backs, so the kernel's share moves with the box's memory
-history, not with the code (issue 35).
+time alone (whole clock ticks: take 'us/append' over several runs), the Python work per batch:
+on this VM the kernel's copy into the page cache costs 7-15x more on a page the host has to back
+again (free page reporting and DAMON's pageout return freed and cold memory to it) than on one it
+still backs, so the kernel's share moves with the box's memory history, not with the code (issue 35).
 
     python bench/log_append.py [--total-mib 256] [--rounds 3] [--dir DIR] [--cpu | --user]
 """
