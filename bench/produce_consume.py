@@ -31,7 +31,9 @@ sender (load 8.6), before a byte of any request is decoded.
 Judging a change on a shared 2-core box (issue 35, goal 3). `--rounds` (3) each start a fresh
 tidelog and a fresh Tansu, one after the other, which goes first alternating, with the
 loopback floors measured again before them; the ratios tidelog / Tansu are taken within each
-round and printed as their median [min-max]. The brokers (every thread; tidelog's controller
+round and printed as their median [min-max]. Every other round runs the partition counts in
+reverse order: on this VM a phase's kernel time follows its place in the run (run_peer says why).
+The brokers (every thread; tidelog's controller
 too; Tansu from birth, so tokio sizes its pool to one core) run on one core and librdkafka on
 the other (bench/cpu_pinning.py; `--no-pin` leaves them to the scheduler): unpinned, the
 producer took 1.5-1.65 cores and the broker what was left. Every bulk row carries the Produce
@@ -375,6 +377,13 @@ class Row:
         return (self.broker_cpu_s - self.idle_cpu_s) / (self.payload_bytes / GB)
 
     @property
+    def user_s_per_gb(self) -> float | None:
+        """The broker's user-space CPU per GB: our code's part, which the VM's page backing does not move."""
+        if self.broker_cpu_s is None or self.broker_sys_s is None or not self.payload_bytes:
+            return None
+        return (self.broker_cpu_s - self.broker_sys_s) / (self.payload_bytes / GB)
+
+    @property
     def sys_share(self) -> float | None:
         """The kernel's share of the broker's CPU over the phase (socket receive and page-cache writes)."""
         if self.broker_sys_s is None or not self.broker_cpu_s:
@@ -552,7 +561,7 @@ def warm_up(peer: Peer, binary: Path) -> None:
         print(f"  ({peer.name} warm-up failed, measuring without it: {str(e)[-200:]})", flush=True)
 
 
-def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) -> None:
+def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None], *, reverse: bool = False) -> None:
     value = os.urandom(args.value_bytes)
     binary: Path | None = args.loadgen
     # which librdkafka drives this side, asked again so that each side's rows name their own
@@ -566,7 +575,13 @@ def run_peer(peer: Peer, args: argparse.Namespace, show: Callable[[Row], None]) 
         peer.idle_cpu_per_s = idle_rate(peer.pid, args.idle_seconds)
         print(f"  ({peer.name} idle: {peer.idle_cpu_per_s * 100:.1f} % of a core over {args.idle_seconds:g} s; "
               f"'net s/GB' subtracts that rate over each phase)", flush=True)
-    for partitions in () if args.skip_bulk else args.partition_counts:
+    # `reverse` (every other round): a phase's kernel time depends on its place in the run, not only
+    # on its partitions. This VM hands pages it reclaimed back to the host (free page reporting, a
+    # DAMON pageout scheme), and writing into a page the host must back again cost 1.46 s/GB of sys
+    # against 0.21 for one a file freed just before (1 MiB writes, load 1.2): with P=1 first, P=6
+    # read twice P=1's s/GB, and with P=6 first the reverse.
+    counts = args.partition_counts[::-1] if reverse else args.partition_counts
+    for partitions in () if args.skip_bulk else counts:
         for acks in args.acks:
             topic = f"bench-p{partitions}-acks{acks}"
             peer.create(topic, partitions)
@@ -717,15 +732,17 @@ def print_produce_cpu(rows: list[Row]) -> None:
           "phase. The floor: the same bytes received over loopback and written to a file, 1 MiB at a time "
           f"(the receiving and the writing thread's CPU, on the broker's core; the median of every round's: "
           f"{fmt(floor, '.3f')} s/GB)")
-    print(f"{'#':>2} {'peer':<8} {'phase':<26} {'ticks':>6} {'s/GB':>6} {'net s/GB':>8} {'sys':>4} {'rec/req':>8} "
-          f"{'net/floor':>9} {'load':>5}")
+    print(f"{'#':>2} {'peer':<8} {'phase':<26} {'ticks':>6} {'s/GB':>6} {'net s/GB':>8} {'sys':>4} {'usr s/GB':>8} "
+          f"{'rec/req':>8} {'net/floor':>9} {'load':>5}")
     for row in produces:
         print(f"{row.round:>2} {row.peer:<8} {row.phase:<26} {fmt(row.broker_cpu_s and row.broker_cpu_s * CLK_TCK, '.0f'):>6} "
               f"{fmt(row.cpu_s_per_gb, '.2f'):>6} {fmt(row.net_cpu_s_per_gb, '.2f'):>8} {fmt(row.sys_share, '.0%'):>4} "
-              f"{fmt(row.records_per_request, ',.0f'):>8} {ratio(row.net_cpu_s_per_gb, floor):>9} "
+              f"{fmt(row.user_s_per_gb, '.2f'):>8} {fmt(row.records_per_request, ',.0f'):>8} "
+              f"{ratio(row.net_cpu_s_per_gb, floor):>9} "
               f"{fmt(row.load, '.2f'):>5}")
     print_over_rounds(produces, [("s/GB", lambda r: r.cpu_s_per_gb, ".2f", ""),
                                  ("net", lambda r: r.net_cpu_s_per_gb, ".2f", ""),
+                                 ("usr", lambda r: r.user_s_per_gb, ".2f", ""),
                                  ("net/floor", lambda r: over(r.net_cpu_s_per_gb, floor), ".1f", "x")])
 
 
@@ -860,7 +877,7 @@ def main() -> None:
                 for row in floor_rows(root, total, args.value_bytes, args.sendfile_samples, plan):
                     show(row)
             for name in peers if round_ % 2 else peers[::-1]:
-                run_round(name, root / f"round{round_}", args, plan, show)
+                run_round(name, root / f"round{round_}", args, plan, show, reverse=round_ % 2 == 0)
         print_ratios(rows)
         print_produce_cpu(rows)
         print_consume_floor(rows)
@@ -871,7 +888,7 @@ def main() -> None:
 
 
 def run_round(name: str, root: Path, args: argparse.Namespace, plan: CorePlan | None,
-              show: Callable[[Row], None]) -> None:
+              show: Callable[[Row], None], *, reverse: bool = False) -> None:
     """One peer's phases on a fresh broker in `root`, the broker on its core and the client on its own."""
     root.mkdir(exist_ok=True)
     started = (tidelog_peer(root / "tidelog", cpus=plan.broker if plan else None) if name == "tidelog" else
@@ -882,7 +899,7 @@ def run_round(name: str, root: Path, args: argparse.Namespace, plan: CorePlan | 
         if plan is not None:
             print(f"  ({peer.name} pid {peer.pid} on CPU {process_cpus(peer.pid)})", flush=True)
         with pinned(plan.client if plan else None):  # the loadgen processes it starts inherit it
-            run_peer(peer, args, show)
+            run_peer(peer, args, show, reverse=reverse)
 
 
 if __name__ == "__main__":
