@@ -59,8 +59,9 @@ def read_slice(segments: Sequence[LogSegment], bases: Sequence[int], offset: int
         if data is not None and not (i + 1 < len(segments) and _only_offset_markers(segment, data)):
             return data
         i += 1
-    # empty: no descriptor (an idle partition's evicted file is not reopened to send nothing)
-    return FileSlice(NO_FD, segments[-1].size, 0)
+    # empty: no descriptor (an idle partition's evicted file is not reopened to send nothing);
+    # built from its fields (a parked follower's every read of its partition ends here)
+    return _new_slice((NO_FD, segments[-1].size, 0, None, 0))
 
 
 def _only_offset_markers(segment: LogSegment, data: FileSlice) -> bool:
