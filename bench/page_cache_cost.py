@@ -12,10 +12,10 @@ such a page faults on the host, inside the copy. The same `--mib` of 1 MiB write
 - a new file `--settle` seconds after an unlink (the freed pages reported to the host meanwhile).
 
 On the shared 2-core VM (400 MiB, 3 runs, load 0.9-1.2) the kernel spent 1.04-1.46 / 0.11-0.13 /
-0.20-0.26 / 1.16-1.63 s per GB:
-a produce phase that writes onto pages the host must back again costs ~1.3 s/GB more broker CPU
-than one that reuses pages just freed, so bench/produce_consume.py's later phases read more than
-its earlier ones whatever their partition count. No fsync; every file is removed at the end.
+0.20-0.26 / 1.16-1.63 s per GB: a produce phase that writes onto pages the host must back again
+costs ~1 s/GB more broker CPU than one that reuses pages just freed, so bench/produce_consume.py's
+later phases read more than its earlier ones whatever their partition count. No fsync; every file
+is removed at the end.
 
     python bench/page_cache_cost.py [--mib 400] [--settle 5] [--dir DIR]
 """
