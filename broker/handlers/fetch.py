@@ -389,9 +389,12 @@ def _carry_order(carry: Iterable[TopicPartition], marked: Iterable[TopicPartitio
     answer with records (the size limit cut them), then those marked changed meanwhile, then
     those it answered with records, last (Kafka moves answered partitions to the end of the
     session), even when this fetch's own reads marked them (a follower's fetch moves the HW)."""
+    pending = list(dict.fromkeys([*carry, *marked]))
+    if len(pending) < 2:  # nothing to order (a follower of one partition: every fetch)
+        return pending
+
     def answered(tp: TopicPartition) -> bool:
         answer = report.get(tp)
         return answer is not None and size_of(answer) > 0
 
-    pending = list(dict.fromkeys([*carry, *marked]))
     return [*(tp for tp in pending if not answered(tp)), *(tp for tp in pending if answered(tp))]

@@ -308,3 +308,24 @@ def test_each_waiting_session_fetch_has_its_own_deadline_which_its_answer_cancel
         assert sizes(await asyncio.wait_for(waiting[1], TEST_TIMEOUT_S)) == {0: (0, len(batch(1)))}
         assert len(timers) == 0  # answered before its deadline: cancelled in the pass that answered it
     asyncio.run(run())
+
+
+T2 = TopicPartition("t", 2)
+
+
+@pytest.mark.parametrize(("carry", "marked", "answered", "order"), [
+    ((), (), (), []),
+    ((T0,), (), (), [T0]),
+    ((), (T0,), (T0,), [T0]),
+    ((T0,), (T0,), (T0,), [T0]),  # a partition both carried and marked is read once
+    ((T0, T1), (), (T0,), [T1, T0]),  # answered with records: last
+    ((T1,), (T0, T1), (), [T1, T0]),  # carried first, then marked, in their order
+    ((T0,), (T1, T2), (T0, T2), [T1, T0, T2]),
+])
+def test_the_next_fetch_reads_unanswered_partitions_first(carry, marked, answered, order) -> None:
+    """`_carry_order`: what the next incremental fetch reads, in order (Kafka's round robin:
+    partitions answered with records move to the end); an answer without records is not
+    'answered' here."""
+    report = {tp: fetch.FetchPartitionResponse(tp.partition, 0, 10, batch(1) if tp in answered else b"", 10, 0)
+              for tp in (T0, T1, T2)}
+    assert fetch_handler._carry_order(carry, marked, report) == order
