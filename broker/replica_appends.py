@@ -40,7 +40,12 @@ VALID_ACKS: Final = frozenset((-1, 0, 1))
 
 def check_required_acks(acks: int) -> None:
     if acks not in VALID_ACKS:
-        raise ReplicaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1 (all), 0 or 1, got {acks}")
+        raise invalid_required_acks(acks)
+
+
+def invalid_required_acks(acks: int) -> ReplicaError:
+    """The refusal of a request whose acks are not in VALID_ACKS."""
+    return ReplicaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1 (all), 0 or 1, got {acks}")
 
 
 def append_as_leader(partition: Partition, records: bytes | memoryview, *, acks: int,

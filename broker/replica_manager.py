@@ -5,6 +5,8 @@ reads and the requests waiting on them.
     replicas.start_isr_expiration()               # every replica.lag.time.max.ms / 2, on the timers
     replicas.apply_changes(changes, image)        # from the metadata follower (on_changes)
     info = replicas.append(tp, records, acks=1)   # leader append; raises a KafkaError
+    append = replicas.leader_appender(acks=1)     # a Produce's: acks and clock once, then
+    info = append(tp, records)                    # per partition, in request order
     read = replicas.read(tp, offset, max_bytes)   # consumers: up to the high watermark
     read = replicas.read(tp, offset, max_bytes, replica_id=2)   # a follower: up to the LEO
     codes = await replicas.wait_for_replication({tp: end_offset, ...}, timeout_s)  # acks=-1
@@ -38,10 +40,11 @@ from broker.log.log_manager import LogManager
 from broker.log.partition_log import LogAppendInfo
 from broker.purgatory import Purgatory
 from broker.replica_appends import (
+    VALID_ACKS,
     DelayedProduce,
     append_as_leader,
     append_marker_as_leader,
-    check_required_acks,
+    invalid_required_acks,
 )
 from broker.replica_appends import append_as_follower as _append_as_follower
 from broker.replica_appends import truncate_follower as _truncate_follower
@@ -201,22 +204,49 @@ class ReplicaManager:
     # ---- append (leader) ------------------------------------------------------------------
 
     def append(self, tp: TopicPartition, records: bytes | memoryview, *, acks: int) -> LogAppendInfo:
-        """Append a producer's batches as leader (see `replica_appends.append_as_leader`).
+        """Append a producer's batches to one partition as leader (`leader_appender`'s, for one).
 
         Raises KafkaError: INVALID_REQUIRED_ACKS, NOT_LEADER_OR_FOLLOWER,
         UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS (acks=-1), CORRUPT_MESSAGE, ...
         """
-        check_required_acks(acks)
-        partition = self.partitions.get(tp)
-        if partition is None or partition.leader_id != self.broker_id or self.roles.failed \
-                or partition.leader_recovery_state is not RECOVERED:  # refused below, with the reason
-            self._check_not_failed(tp)
-            partition = serving_partition(self.partitions, self.broker_id, tp)
+        return self.leader_appender(acks)(tp, records)
+
+    def leader_appender(self, acks: int) -> Callable[[TopicPartition, bytes | memoryview], LogAppendInfo]:
+        """A Produce's appends as leader: the function to call once per partition, in request
+        order, within the request's turn. Each call appends (`replica_appends.append_as_leader`),
+        moves the partition's high watermark and wakes what waits on it, as a lone append does;
+        what belongs to the request is done once, here, as Kafka's
+        ReplicaManager.appendRecords does: the acks checked (invalid acks: every call raises
+        INVALID_REQUIRED_ACKS) and the clock read (the request's appends share its reading,
+        for their append time and the ISR's lag).
+
+        A call raises KafkaError for its own partition only (NOT_LEADER_OR_FOLLOWER,
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS at acks=-1, CORRUPT_MESSAGE, ...);
+        the calls after it go on as if it had not been made.
+        """
+        if acks not in VALID_ACKS:
+            def refuse(tp: TopicPartition, records: bytes | memoryview) -> LogAppendInfo:
+                raise invalid_required_acks(acks)
+            return refuse
+        # bound once: what every call reads on its way (the rest through self: binding it too
+        # cost a one-partition request more bytecodes than its one call saved)
+        partitions, isr = self.partitions, self.isr
         now = self._now_ms()
-        info = append_as_leader(partition, records, acks=acks, now_ms=now)
-        self.isr.expiration.moved(partition, now)  # the leader's LEO moved
-        self._advance_or_wake(partition, now)
-        return info
+
+        def append(tp: TopicPartition, records: bytes | memoryview) -> LogAppendInfo:
+            partition = partitions.get(tp)
+            if partition is None or partition.leader_id != self.broker_id or self.roles.failed \
+                    or partition.leader_recovery_state is not RECOVERED:  # refused below, with the reason
+                self._check_not_failed(tp)
+                partition = serving_partition(partitions, self.broker_id, tp)
+            info = append_as_leader(partition, records, acks=acks, now_ms=now)
+            isr.expiration.moved(partition, now)  # the leader's LEO moved
+            # a moved HW wakes `tp`'s waiters (the ISR manager's on_change); otherwise they are
+            # woken here (new data for fetches): once, not twice (`_advance_or_wake`, inline)
+            if not isr.maybe_advance_high_watermark(partition, now):
+                self._wake(partition.tp)
+            return info
+        return append
 
     def append_marker(self, tp: TopicPartition, *, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, committed: bool) -> LogAppendInfo:

@@ -155,10 +155,10 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest, refused: Mappin
                 ) -> tuple[_Results, dict[TopicPartition, int]]:
     """Each partition's answer, and for acks=all the offset each appended partition's HW must
     pass (Kafka's DelayedProduce), keyed by the TopicPartition the append used."""
-    image = ctx.image()
     results: _Results = []
     required: dict[TopicPartition, int] = {}
     acks_all = req.acks == -1
+    append = ctx.replicas.leader_appender(req.acks)  # the acks checked and the clock read once
     new = tuple.__new__  # the NamedTuples built per partition, without their Python __new__
     for topic in req.topic_data:
         parts = []
@@ -176,10 +176,10 @@ def _append_all(ctx: BrokerContext, req: produce.ProduceRequest, refused: Mappin
                     p.index, int(ErrorCode.CORRUPT_MESSAGE), -1, -1, -1, (), "records are null"), -1))
                 continue
             try:
-                info = ctx.replicas.append(tp, p.records, acks=req.acks)
+                info = append(tp, p.records)
             except Exception as e:  # noqa: BLE001 - every failure answers this partition only
                 parts.append((produce.PartitionProduceResponse(
-                    p.index, ctx.partition_error(tp, e, image), -1, -1, -1, _record_errors(e),
+                    p.index, ctx.partition_error(tp, e, ctx.image()), -1, -1, -1, _record_errors(e),
                     str(e) or None), -1))
                 continue
             end_offset = info.last_offset + 1
