@@ -299,6 +299,8 @@ def test_the_request_decoder_enters_no_python_frame_per_partition(version) -> No
     (its index and length in one unpack, the entry built by C setters), so a request of 60
     partitions (records of 1, 2 and 3-byte compact lengths) enters as many Python frames as one of
     one partition. On 3b4ad8c each entry entered _length, _uvarint and the dataclass's __init__."""
+    counted = (produce.__file__, "<string>")
+
     def frames(partitions: int) -> int:
         request_ = produce.ProduceRequest(None, 1, 30000, (produce.TopicProduceData("t", tuple(
             produce.PartitionProduceData(i, BATCH * (1, 10, 1000)[i % 3]) for i in range(partitions))),))
@@ -306,8 +308,11 @@ def test_the_request_decoder_enters_no_python_frame_per_partition(version) -> No
         entered = 0
 
         def profile(frame: Any, event: str, arg: Any) -> None:
+            # the codec's frames and dataclass-generated ones: a collection the 60 entries set off
+            # may run gc.callbacks (another test's heap keeper) inside the decode, as a
+            # fresh-clone unit run once saw (17 frames against 15)
             nonlocal entered
-            entered += event == "call"
+            entered += event == "call" and frame.f_code.co_filename in counted
 
         sys.setprofile(profile)
         try:

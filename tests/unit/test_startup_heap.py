@@ -92,7 +92,11 @@ def test_the_startup_freeze_hands_full_collections_to_the_policy_and_stop_hands_
     started_with = [_Node() for _ in range(400_000)]  # a start-up heap whose quarter is past CPython's 10
     keeper.freeze_startup_heap()
     policy = keeper.stats.policy
-    assert policy is not None and policy.frozen == gc.get_freeze_count()
+    # the permanent generation only shrinks after a freeze: a frozen object that dies (a daemon
+    # thread of an earlier test letting go of its objects) leaves it; none joins without a freeze.
+    # A fresh-clone unit run once read 2 fewer than the policy's count taken at the freeze.
+    assert policy is not None and 0 <= policy.frozen - gc.get_freeze_count() < 1_000
+    assert policy.frozen >= len(started_with)
     young = threshold[0] * threshold[1]
     expected = after_startup_freeze(frozen=policy.frozen, young_per_gen1=young)
     assert gc.get_threshold() == (*threshold[:2], expected.threshold2)
