@@ -300,9 +300,11 @@ class LogSegment:
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = max_timestamp
         if self._bytes_since_index_entry > self.index_interval_bytes:
-            # OffsetIndex.append's conversion without its frame: a bulk produce indexes each batch
+            # OffsetIndex.append's and TimeIndex.maybe_append's conversions without their frames:
+            # a bulk produce indexes each batch
             self.offset_index.append_entry(last_offset - self.base_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.time_index.append_entry(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset,
+                                         if_key_grows=True)
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += size
 

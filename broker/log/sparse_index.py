@@ -46,8 +46,12 @@ class SparseIndex:
 
     # Whether no entry fits any more. An attribute, not a property: roll_reason asks both of a
     # segment's indexes on every append, leader's and follower's (two Python frames each time).
-    # Whatever changes the entries sets it (_count_changed).
+    # Only _count_changed sets it: the one home of the "full" rule.
     is_full: bool
+    # Entries that still fit: max_entries - len(keys), set by _count_changed and counted down by
+    # append_entry, which hands over to _count_changed when it takes the last one. So an append
+    # pays a decrement, not the rule (a frame per append: a bulk produce indexes every batch).
+    room: int
 
     def __init__(self, path: Path, entry: struct.Struct, key_type: str, value_type: str,
                  max_entries: int) -> None:
@@ -67,7 +71,9 @@ class SparseIndex:
         return len(self.keys)
 
     def _count_changed(self) -> None:
-        self.is_full = len(self.keys) >= self.max_entries
+        """The entries changed: recount the room, and decide fullness (Kafka's isFull)."""
+        self.room = self.max_entries - len(self.keys)
+        self.is_full = self.room <= 0
 
     def load(self) -> None:
         """Read the file's entries; a missing file is a CorruptIndexError (it must be rebuilt)."""
@@ -101,16 +107,26 @@ class SparseIndex:
         """Index of the last entry whose key is <= `key`, or -1 when there is none."""
         return bisect_right(self.keys, key) - 1
 
-    def append_entry(self, key: int, value: int) -> None:
-        """Add an entry; keys must strictly increase (a broken invariant is a bug, not input)."""
+    def append_entry(self, key: int, value: int, *, if_key_grows: bool = False) -> None:
+        """Add an entry: the one place either index kind adds one. Keys strictly increase (a
+        break is a bug, not input: ValueError). `if_key_grows` is the time index's rule (Kafka's
+        TimeIndex.maybeAppend): a key at or below the last adds nothing, and a value below the
+        last is a ValueError (its offsets stay sorted: truncate_to bisects them). The offset
+        index's positions go unchecked, as Kafka's OffsetIndex.append leaves them."""
         keys = self.keys
         if keys and key <= keys[-1]:
+            if if_key_grows:
+                return
             raise ValueError(f"index {self.path}: key {key} after {keys[-1]}")
+        values = self.values
+        if if_key_grows and values and value < values[-1]:
+            raise ValueError(f"index {self.path}: value {value} after {values[-1]} (key {key})")
         keys.append(key)
-        self.values.append(value)
-        # _count_changed inline: a leader's append indexes a batch every index.interval.bytes,
-        # so a bulk produce adds an entry to both indexes of each partition it writes
-        self.is_full = len(keys) >= self.max_entries
+        values.append(value)
+        room = self.room - 1
+        self.room = room
+        if not room:  # this entry took the last free one (a full index stays full below zero)
+            self._count_changed()
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries, in memory and in the file."""

@@ -31,20 +31,10 @@ class TimeIndex(SparseIndex):
         self.base_offset = base_offset
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Add (timestamp, offset) if it raises the largest timestamp indexed so far."""
-        keys = self.keys
-        if keys and timestamp <= keys[-1]:
-            return
-        relative = offset - self.base_offset
-        values = self.values
-        if values and relative < values[-1]:
-            raise ValueError(f"time index {self.path}: offset {offset} below the last entry's "
-                             f"{self.base_offset + values[-1]}")
-        # append_entry's work without its frame (its key check is the one above): a leader's
-        # append indexes a batch every index.interval.bytes, each batch of a bulk produce
-        keys.append(timestamp)
-        values.append(relative)
-        self.is_full = len(keys) >= self.max_entries
+        """Add (timestamp, offset) if it raises the largest timestamp indexed so far; an offset
+        below the last entry's is a ValueError (Kafka's InvalidOffsetException: truncate_to
+        bisects the offsets, so they must stay sorted)."""
+        self.append_entry(timestamp, offset - self.base_offset, if_key_grows=True)
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The last entry with timestamp <= `timestamp`, or (-1, base offset)."""
