@@ -8,7 +8,8 @@ reads and the requests waiting on them.
     append = replicas.leader_appender(acks=1)     # a Produce's: acks and clock once, then
     info = append(tp, records)                    # per partition, in request order
     read = replicas.read(tp, offset, max_bytes)   # consumers: up to the high watermark
-    read = replicas.read(tp, offset, max_bytes, replica_id=2)   # a follower: up to the LEO
+    read = replicas.read(tp, offset, max_bytes, replica_id=2)   # a follower: up to the LEO, recorded
+    read = replicas.read(tp, offset, max_bytes, replica_id=2, record=False)   # its wait's re-read
     codes = await replicas.wait_for_replication({tp: end_offset, ...}, timeout_s)  # acks=-1
     answer = replicas.watch_replication({tp: end_offset, ...}, timeout_s, then=respond)  # a future
     await replicas.wait_for_data([tp, ...], timeout_s)   # a waiting fetch, woken by changes
@@ -297,12 +298,16 @@ class ReplicaManager:
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, *,
              current_leader_epoch: int = -1, up_to_high_watermark: bool = True,
              min_one_batch: bool = True, replica_id: int = -1,
-             replica_log_start_offset: int = -1) -> ReadResult:
+             replica_log_start_offset: int = -1, record: bool = True) -> ReadResult:
         """Batches from `offset` as a file slice; consumers never read past the HW.
 
-        A follower's read (`replica_id` >= 0) goes up to the log end offset and records
-        where the follower is (its fetch offset and `replica_log_start_offset`), which may
-        move the HW, grow the ISR and complete a DeleteRecords.
+        A follower's read (`replica_id` >= 0) goes up to the log end offset and, with
+        `record`, records where the follower is (its fetch offset and
+        `replica_log_start_offset`, at this read's clock), which may move the HW, grow the
+        ISR and complete a DeleteRecords. A fetch records once, on its first read (Kafka's
+        fetchMessages, with the request's fetchTimeMs); reading it again after it waited
+        (`record=False`: woken or expired) records nothing, as Kafka's DelayedFetch reads
+        with updateFetchState off: the follower is where its request said, and when.
         """
         if replica_id < 0:
             self._check_not_failed(tp)
@@ -324,6 +329,8 @@ class ReplicaManager:
         read = read_log(partition, offset, max_bytes, up_to=None, min_one_batch=min_one_batch)
         if throttled:
             throttles.record_leader(read.records.length)
+        if not record:  # a waiting fetch read again: recorded on its first read; read's HW is current
+            return read
         now = self._now_ms()
         partition.record_follower_fetch(replica_id, offset, now, replica_log_start_offset)
         isr = self.isr

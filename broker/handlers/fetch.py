@@ -11,7 +11,8 @@ timer service (the fetch purgatory's, or FetchSessions', each one timer for all 
 the server awaits, set where it completes: no task, coroutine, event or timeout per fetch
 (issue 35: an acks=all produce makes its leader answer two follower fetches that waited).
 A follower's fetch (replica id >= 0) reads up to the log end offset and tells the leader
-where the follower is (ReplicaManager.read).
+where the follower is (ReplicaManager.read), on its first read only: read again after it
+waited, it records nothing more (Kafka's DelayedFetch).
 """
 
 from __future__ import annotations
@@ -218,11 +219,12 @@ class _FullPass:
 
 
 def _read_full(ctx: BrokerContext, req: fetch.FetchRequest, requested: dict[TopicPartition, fetch.FetchPartition],
-               *, follower_reads: bool) -> _FullPass:
+               *, follower_reads: bool, record: bool = True) -> _FullPass:
+    """Every requested partition read; a follower's fetch recorded (`record`: its first read only)."""
     read = _FullPass({}, [], 0, False)
     for tp, p in requested.items():
         answer, more = read_partition(ctx, tp, p, req, req.max_bytes - read.total, first=read.total == 0,
-                                      follower_reads=follower_reads)
+                                      follower_reads=follower_reads, record=record)
         read.answers[tp] = answer
         read.total += size_of(answer)
         read.failed = read.failed or answer.error_code != 0 or answer.diverging_epoch is not None \
@@ -260,7 +262,10 @@ class _FullWait:
         if self.future.done():  # cancelled: the connection closed meanwhile
             return
         try:
-            read = _read_full(self._ctx, self._req, self._requested, follower_reads=self._follower_reads)
+            # read again, not recorded again: a follower's fetch counted on arrival (Kafka's
+            # DelayedFetch.onComplete reads with updateFetchState off)
+            read = _read_full(self._ctx, self._req, self._requested, follower_reads=self._follower_reads,
+                              record=False)
             if read.settled(self._req, self._requested, self._deadline_ms - self._ctx.replicas.timers.now_ms()):
                 self.future.set_result(self._answer(read))
             else:
@@ -300,7 +305,13 @@ class _IncrementalPass:
         self.future: asyncio.Future[fetch.FetchResponse] | None = None  # set by `park`
         self._respond: _Respond | None = None
 
-    def read(self, to_read: Iterable[TopicPartition]) -> None:
+    def read(self, to_read: Iterable[TopicPartition], record: bool = True) -> None:
+        """Read `to_read` (the session's partitions among them) into the report. `record`: on
+        arrival only; a woken or expired fetch reads again without recording the follower's
+        fetch a second time (Kafka's DelayedFetch). A partition first read then, idle when the
+        fetch arrived, was recorded at the fetch's arrival when it first changed
+        (`broker.fetch_sessions`, `replica_reads.record_session_fetch`), as Kafka's read of
+        every session partition on arrival would have."""
         session, req, report = self.session, self._req, self.report
         for tp in dict.fromkeys(to_read):
             cached = session.partitions.get(tp)
@@ -311,7 +322,7 @@ class _IncrementalPass:
                 self.total -= size_of(earlier)
             answer, more = read_partition(self._ctx, tp, cached.request(tp.partition), req,
                                           req.max_bytes - self.total, first=self.total == 0,
-                                          follower_reads=self._follower_reads)
+                                          follower_reads=self._follower_reads, record=record)
             if more or answer.error_code:
                 self.carry[tp] = None
             if cached.must_respond(answer, update=True) or earlier is not None:
@@ -351,7 +362,7 @@ class _IncrementalPass:
         if future.done():  # cancelled (the connection closed): its deadline forgets it
             return
         try:
-            self.read(self.sessions.take_changed(self.session))
+            self.read(self.sessions.take_changed(self.session), record=False)
             if not self.settled():
                 self.sessions.park(self.session, self)
                 return
@@ -369,7 +380,7 @@ class _IncrementalPass:
         if future.done():
             return
         try:
-            self.read(self.sessions.take_changed(self.session))
+            self.read(self.sessions.take_changed(self.session), record=False)
             self._answer(future)
         except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
             future.set_exception(exc)

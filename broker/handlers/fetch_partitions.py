@@ -117,9 +117,12 @@ def name_partitions(req: fetch.FetchRequest, version: int, image: MetadataImage)
 
 
 def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartition, req: fetch.FetchRequest,
-                   budget: int, *, first: bool, follower_reads: bool = False
+                   budget: int, *, first: bool, follower_reads: bool = False, record: bool = True
                    ) -> tuple[fetch.FetchPartitionResponse, bool]:
     """One partition's answer, and whether data is left past its fetch offset.
+
+    A follower's read records where it is (`ReplicaManager.read`) unless `record` is False:
+    a fetch that waited and reads again (Kafka's DelayedFetch) was recorded on its first read.
 
     With a last fetched epoch (v12+) whose end in this log is below the fetch offset, or
     which this log does not have, the answer is the diverging epoch and no records (Kafka's
@@ -147,7 +150,7 @@ def read_partition(ctx: BrokerContext, tp: TopicPartition, p: fetch.FetchPartiti
                                          current_leader_epoch=p.current_leader_epoch,
                                          min_one_batch=first,  # Kafka: progress first
                                          replica_id=req.replica_id,
-                                         replica_log_start_offset=p.log_start_offset)
+                                         replica_log_start_offset=p.log_start_offset, record=record)
         except ReplicaError as e:  # not the leader: a KIP-392 consumer may read this follower
             if not follower_reads or req.replica_id >= 0 or e.code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 raise
