@@ -247,16 +247,24 @@ class _FullWait:
                  follower_reads: bool, deadline_ms: int, answer: Callable[[_FullPass], fetch.FetchResponse]) -> None:
         self._ctx, self._req, self._requested = ctx, req, requested
         self._follower_reads, self._deadline_ms, self._answer = follower_reads, deadline_ms, answer
-        # the server hears it in the turn that sets it (AnswerFuture): no handle, no loop pass more
-        self.future: asyncio.Future[fetch.FetchResponse] = AnswerFuture(loop=asyncio.get_running_loop())
 
     def watch(self) -> asyncio.Future[fetch.FetchResponse]:
         """The answer to come (the server awaits it): watched from now (the first read found too little)."""
+        watched = self._watch()
+        # the server hears it in the turn that sets it (AnswerFuture): no handle, no loop pass more.
+        # On the purgatory future's loop (get_loop), not asyncio.get_running_loop()'s: that makes a
+        # getpid(2) per call in CPython 3.11
+        self.future: asyncio.Future[fetch.FetchResponse] = AnswerFuture(loop=watched.get_loop())
+        return self.future
+
+    def _watch(self) -> asyncio.Future[bool]:
+        """Watched in the fetch purgatory until a partition changes (`_woken`) or the deadline."""
         replicas = self._ctx.replicas
         operation = delayed_fetch(replicas.partitions, self._requested, self._req.replica_id)
         left_s = (self._deadline_ms - replicas.timers.now_ms()) / SECOND_MS
-        replicas.fetch_purgatory.watch(operation, self._requested, left_s, _same).add_done_callback(self._woken)
-        return self.future
+        watched = replicas.fetch_purgatory.watch(operation, self._requested, left_s, _same)
+        watched.add_done_callback(self._woken)  # in a later loop pass, even when decided already
+        return watched
 
     def _woken(self, _changed: asyncio.Future[bool]) -> None:
         if self.future.done():  # cancelled: the connection closed meanwhile
@@ -269,7 +277,7 @@ class _FullWait:
             if read.settled(self._req, self._requested, self._deadline_ms - self._ctx.replicas.timers.now_ms()):
                 self.future.set_result(self._answer(read))
             else:
-                self.watch()
+                self._watch()
         except Exception as exc:  # noqa: BLE001 - the request's failure, answered as a task's would be
             self.future.set_exception(exc)
 
