@@ -45,6 +45,7 @@ from common.rpc_messages import (
     RpcStatus,
 )
 from metadata.codec import Listener, MetadataRecordError
+from metadata.feature_support import UnsupportedLevel, describe_levels, unsupported_levels
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.local_changes import LocalReplicaChanges, changes_for_broker
 from metadata.records import Record, record_from_map
@@ -78,6 +79,13 @@ MAX_REPORTED_OFFLINE_REPLICAS: Final = 10_000
 
 class MetadataFollowerError(Exception):
     """A reply the follower cannot apply: a gap, a repeated offset, a bad record or snapshot."""
+
+
+class UnsupportedFeatureLevelError(MetadataFollowerError):
+    """The caught-up image finalizes a feature level this build does not implement: the broker does
+    not run (`refused_at_start`). An operator's matter, not a bug: its message is the whole story."""
+
+    operator_facing = True
 
 
 class HeartbeatDecision(Enum):
@@ -365,6 +373,30 @@ def own_registration_replayed(image: MetadataImage, broker_id: int, broker_epoch
     """The image holds this incarnation's registration (the RegisterBroker of `broker_epoch`)."""
     registration = image.broker(broker_id)
     return broker_epoch != NO_BROKER_EPOCH and registration is not None and registration.broker_epoch == broker_epoch
+
+
+def refused_at_start(image: MetadataImage, broker_id: int) -> str | None:
+    """Why this broker must not run on the caught-up `image`, or None: a finalized feature level this
+    build does not implement (metadata.feature_support). Kafka's controller refuses such a broker's
+    registration and the broker shuts down; tidelog's registrations carry no supported ranges, so
+    the broker checks before its first publish, when its image is the controller's committed end
+    (a level finalized and lowered again before it caught up does not stop it)."""
+    refused = unsupported_levels(image.features.levels)
+    if not refused:
+        return None
+    return (f"Broker {broker_id} cannot run: the metadata log (applied up to offset {image.offset}) finalizes "
+            f"{describe_levels(refused)}. A controller of a newer build finalized it: run this broker on a build "
+            "that supports it, or lower it first (tidelog features downgrade --feature NAME=LEVEL)")
+
+
+def newly_unsupported(old: MetadataImage, new: MetadataImage) -> tuple[UnsupportedLevel, ...]:
+    """Finalized levels `new` holds that this build does not implement and `old` did not hold: a
+    running broker logs them and goes on, as a Kafka broker's metadata loader does (not fatal
+    outside a controller process). Free when no feature changed (the image shares its features)."""
+    if new.features is old.features:
+        return ()
+    before = set(unsupported_levels(old.features.levels))
+    return tuple(u for u in unsupported_levels(new.features.levels) if u not in before)
 
 
 def ready_to_publish(*, published: bool, applied_offset: int, controller_last_offset: int,

@@ -36,7 +36,10 @@ relayed by the active controller) calls `on_shutdown_requested` once, by default
 process's own SIGTERM: from there it is the same controlled shutdown.
 
 Controller failures are retried forever (each attempt bounded by the client); a reply the core
-refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`."""
+refuses (a gap, a record that does not apply) is a bug somewhere and ends `run()`. A feature level
+this build does not implement (metadata.feature_support), as Kafka's brokers treat it: in the
+caught-up image, before the first publish, it ends `run()` (UnsupportedFeatureLevelError: the
+broker does not run); finalized once running, it is logged once and the broker goes on."""
 
 from __future__ import annotations
 
@@ -60,10 +63,13 @@ from broker.metadata_checkpoint import load_checkpoint, write_checkpoint
 from broker.metadata_follower import (
     HeartbeatDecision,
     MetadataFollowerState,
+    UnsupportedFeatureLevelError,
     decode_fetch_reply,
+    newly_unsupported,
     offset_after,
     own_registration_replayed,
     ready_to_publish,
+    refused_at_start,
 )
 from common.errors import KafkaStorageError
 from common.rpc_messages import MetadataFetchReply
@@ -425,7 +431,7 @@ class MetadataFollower:
     async def _apply(self, fetched: MetadataFetchReply) -> None:
         """Apply one fetched reply, publish what changed here, checkpoint when due."""
         state, settings = self.state, self.settings
-        before, replayed = state.applied_offset, state.next_fetch_offset
+        before, replayed, old_image = state.applied_offset, state.next_fetch_offset, state.image
         changes = state.apply_fetch_reply(fetched)  # MetadataFollowerError: fatal, ends run()
         # Records of an open metadata transaction (KIP-868) are replayed but publish nothing until
         # its End: such a page moved the replay on, and the next one is asked at once. Pausing
@@ -441,6 +447,9 @@ class MetadataFollower:
                 if idle:  # nothing replayed (a controller behind?): do not spin
                     await asyncio.sleep(EMPTY_FETCH_PAUSE)
                 return  # still catching up: the next fetch goes out at once
+            refused = refused_at_start(state.image, settings.broker_id)
+            if refused is not None:  # metadata.feature_support: a broker does not run at such levels
+                raise UnsupportedFeatureLevelError(refused)
             logger.info("Broker %d caught up with the metadata log at offset %d; publishing its "
                         "partitions", settings.broker_id, state.applied_offset)
             self._resume_gc(now=True)  # publishing creates logs and serves: collect as always
@@ -452,6 +461,11 @@ class MetadataFollower:
                 self.ready_to_serve()
             self._checkpoint()
             return
+        for level in newly_unsupported(old_image, state.image):  # running: said, not fatal (Kafka's)
+            logger.error("Broker %d: the metadata log finalized %s (applied up to offset %d), a level this broker "
+                         "does not implement; it keeps running, as a Kafka broker does, but may not behave as that "
+                         "level requires: upgrade it to a build that supports the level, or lower the feature",
+                         settings.broker_id, level, state.applied_offset)
         if changes is None:
             # A checkpoint the interval held back is written once due, not only at the next
             # change: the logs load with the checkpointed topic configs after a crash.
@@ -632,6 +646,8 @@ def fatal_error_summary(exc: BaseException | None) -> str:
     for leaf in leaves:
         frames = traceback.extract_tb(leaf.__traceback__)
         where = f" (at {Path(frames[-1].filename).stem}:{frames[-1].lineno})" if frames else ""
+        if getattr(leaf, "operator_facing", False):  # the operator's matter, not a bug: no code location
+            where = ""
         parts.append(f"{type(leaf).__name__}: {leaf}{where}")
     return "; ".join(parts)
 

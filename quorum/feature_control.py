@@ -48,10 +48,10 @@ from common.protocol.api_versions import (
     BOOTSTRAP_LEVELS,
     ELR_VERSION,
     LEGACY_LEVELS,
-    SUPPORTED_BY_NAME,
     finalized_levels,
 )
 from common.topic_config import MIN_INSYNC_REPLICAS, default_int
+from metadata.feature_support import reason_not_supported
 from metadata.image import MetadataImage
 from metadata.records import Config, ConfigResourceType, FeatureLevel, PartitionChange, Record
 from quorum.controller_result import ControllerApiError, ControllerResult
@@ -155,12 +155,9 @@ def _check_update(update: FeatureUpdate, current: int, node_id: int) -> None:
         raise _invalid(name, level, "The controller does not support the given upgrade type.")
     if level < 0:
         raise _invalid(name, level, "A feature version cannot be less than 0.")
-    supported = SUPPORTED_BY_NAME.get(name)
-    if supported is None and level != 0:  # QuorumFeatures: an unknown feature's range is 0-0
-        raise _invalid(name, level, f"Local controller {node_id} does not support this feature.")
-    if supported is not None and not supported.min_version <= level <= supported.max_version:
-        raise _invalid(name, level, f"Local controller {node_id} only supports versions "
-                                    f"{supported.min_version}-{supported.max_version}")
+    reason = reason_not_supported(name, level, f"Local controller {node_id}")  # the one rule replay uses too
+    if reason is not None:
+        raise _invalid(name, level, reason)
     # Kafka also checks each registered broker's and controller's ranges (they differ during a
     # rolling upgrade). tidelog's registrations carry none, and the RegisterBroker record and the
     # registration RPC refuse a field they do not know, so the build before could not read one

@@ -55,6 +55,7 @@ from pysyncobj.syncobj import _RAFT_STATE, SyncObjException
 from common.metadata_version import metadata_version
 from common.units import SECONDS
 from metadata.codec import MetadataRecordError
+from metadata.feature_support import describe_levels, unsupported_levels
 from metadata.image import MetadataImage
 from metadata.records import AbortTransaction, Record, encode_records
 from quorum.bound_transport import BoundTCPTransport
@@ -524,11 +525,15 @@ class MetadataLog(VoterMembership, SyncObj):
         """Apply one committed chunk: on every voter, in log order, on the tick thread."""
         try:
             with self._lock:
+                features = self._log_state.image.features
                 outcome = self._log_state.apply_chunk(data, epoch)
                 end_offset = self._log_state.last_offset + 1
+                image = self._log_state.image
         except Exception as exc:  # a bug: stop this voter rather than let its state diverge
             self._fail(f"applying a chunk failed: {exc!r}")
             raise
+        if image.features is not features:  # a FeatureLevel record (or a transaction holding one) applied
+            self._check_features(image, f"a committed chunk of epoch {epoch}")
         # pysyncobj counts an entry applied after this returns: this is entry raftLastApplied + 1
         self._offsets.record(self.raftLastApplied + 1, end_offset)
         if not outcome.committed:  # every voter decides the same; each says so in its log
@@ -622,6 +627,7 @@ class MetadataLog(VoterMembership, SyncObj):
             raise
         with self._lock:
             self._log_state = state
+        self._check_features(state.image, f"the metadata log dump {path}")
         self._dump_offset = state.last_offset
         self._offsets.record(last[1], state.last_offset + 1)
         logger.info("Loaded metadata log dump: offset %d, controller epoch %d, raft index %d",
@@ -657,6 +663,17 @@ class MetadataLog(VoterMembership, SyncObj):
             logger.warning("Stepped down as Raft leader of term %s: %s", self._leader_term, why)
         for listener in list(self._listeners):
             listener()
+
+    def _check_features(self, image: MetadataImage, source: str) -> None:
+        """Stop this voter when `image` finalizes a feature level this build does not implement,
+        as Kafka's controller does (metadata.feature_support). Not a rejection of the chunk: every
+        voter that implements the level applies it, and this one's state must not diverge from
+        theirs; it stops, and on a restart of the same build its journal or dump stops it again."""
+        refused = unsupported_levels(image.features.levels)
+        if refused:
+            self._fail(f"{source} finalized {describe_levels(refused)} (metadata log offset {image.offset}): this "
+                       "controller cannot replay a feature level it does not implement, which a controller of a "
+                       "newer build wrote; run a build that supports it")
 
     def _fail(self, reason: str) -> None:
         if self._fatal is None:  # pysyncobj retries a failed apply every tick: say it once
