@@ -8,7 +8,7 @@ of a config in one `ConfigError`. The schema machinery (types, validators, `Conf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from common.config_schema import (
@@ -530,9 +530,25 @@ def _retention_not_zero(config: Config) -> str | None:
     return f"config {name!r} must be -1 (unlimited) or positive, got 0" if millis == 0 else None
 
 
+def _fetch_wait_within(limit: str, why: str) -> Callable[[Config], str | None]:
+    # KafkaConfig.validateValues requires replica.fetch.wait.max.ms <= each of these: a
+    # follower's fetch parked at its leader for the whole wait must neither time out its own
+    # request nor read as lagging when it returns (the leader records a fetch once, on arrival).
+    def rule(config: Config) -> str | None:
+        wait, bound = config.get_int("replica.fetch.wait.max.ms"), config.get_int(limit)
+        if wait <= bound:
+            return None
+        return f"config 'replica.fetch.wait.max.ms' ({wait}) must not exceed {limit!r} ({bound}) {why}"
+    return rule
+
+
 BROKER_CHECKS: Final[tuple[CrossCheck, ...]] = (
     CrossCheck(frozenset({"log.retention.ms", "log.retention.minutes", "log.retention.hours"}),
                _retention_not_zero),
+    CrossCheck(frozenset({"replica.fetch.wait.max.ms", "replica.socket.timeout.ms"}),
+               _fetch_wait_within("replica.socket.timeout.ms", "to prevent unnecessary socket timeouts")),
+    CrossCheck(frozenset({"replica.fetch.wait.max.ms", "replica.lag.time.max.ms"}),
+               _fetch_wait_within("replica.lag.time.max.ms", "to prevent frequent changes in ISR")),
 )
 
 

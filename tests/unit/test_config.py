@@ -177,6 +177,18 @@ PROBLEMS = [
      ["config 'log.retention.minutes' must be -1 (unlimited) or positive, got 0"]),
     ({"log.retention.ms": 0},
      ["config 'log.retention.ms' must be -1 (unlimited) or positive, got 0"]),
+    # Cross-key: a follower's fetch wait within its socket timeout and the ISR lag (Kafka's rule).
+    ({"replica.fetch.wait.max.ms": 3001, "replica.socket.timeout.ms": 3000, "replica.lag.time.max.ms": 5000},
+     ["config 'replica.fetch.wait.max.ms' (3001) must not exceed 'replica.socket.timeout.ms' (3000) "
+      "to prevent unnecessary socket timeouts"]),
+    ({"replica.lag.time.max.ms": "499"},
+     ["config 'replica.fetch.wait.max.ms' (500) must not exceed 'replica.lag.time.max.ms' (499) "
+      "to prevent frequent changes in ISR"]),
+    ({"replica.fetch.wait.max.ms": 40_000},
+     ["config 'replica.fetch.wait.max.ms' (40000) must not exceed 'replica.socket.timeout.ms' (30000) "
+      "to prevent unnecessary socket timeouts",
+      "config 'replica.fetch.wait.max.ms' (40000) must not exceed 'replica.lag.time.max.ms' (30000) "
+      "to prevent frequent changes in ISR"]),
     # All problems at once, in input order, missing keys last.
     ({"node.id": "x", "log.segmnet.bytes": "1", "log.segment.bytes": "1", "num.partitions": "0"},
      ["config 'node.id' expects an integer, got 'x'",
@@ -205,6 +217,12 @@ def test_missing_required_keys_are_all_reported() -> None:
         "  - config 'node.id' is required and has no default, but is not set\n"
         "  - config 'process.roles' is required and has no default, but is not set"
     )
+
+
+def test_fetch_wait_may_equal_the_socket_timeout_and_the_isr_lag() -> None:
+    parsed = parse_config({**MINIMAL, "replica.fetch.wait.max.ms": 3000, "replica.socket.timeout.ms": 3000,
+                           "replica.lag.time.max.ms": 3000})
+    assert parsed.get_int("replica.fetch.wait.max.ms") == 3000
 
 
 def test_retention_zero_is_fine_when_a_stronger_key_wins() -> None:
