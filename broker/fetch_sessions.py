@@ -2,7 +2,8 @@
 
     sessions = FetchSessions(replicas, max_entries=1000)     # registers with the ReplicaManager
     context = sessions.new_context(metadata, requested, forgotten, replica_id=r)
-    sessions.park(session, fetch)        # fetch.wake() in a later loop pass, once a partition of it changes
+    sessions.park(session, fetch)        # fetch.wake() once a partition of it changes and is due
+    sessions.run_pending()               # the request handler, when a request's synchronous part ends
 
 The ReplicaManager calls `on_partition_change(tp)` after every append, high watermark move,
 log start move and role change of `tp`. The cache knows the sessions holding `tp`; each
@@ -20,6 +21,19 @@ does not. The partition is still marked, not due, so the next answer carries wha
 A follower's fetch that arrives while changes wait (it was busy with the previous answer)
 reads them at once; how long they waited is `follower_fetch_wait` (issue 35).
 
+A fetch made due is not woken inside the change: the rest of the request (a produce's other
+partitions) must be appended before it reads. It goes on a list of pending wakes that
+`run_pending` drains, as Kafka's ReplicaManager puts the delayed-operation checks of an
+append on its `actionQueue` and KafkaApis.handle's `finally` runs `tryCompleteActions()`
+once the request is handled: the request handler calls it when a request's synchronous part
+ends (`requests_handling` counts the requests in it), in that request's own turn, so a
+follower's fetch woken by an acks=all produce reads the produce's appends with no loop pass,
+handle or `get_running_loop()` (a getpid(2) in CPython 3.11) in between. A change outside
+any request (a timer: ISR expiry, a deadline; the replica fetcher's appends on a follower,
+which wake KIP-392 consumers; a role change from the metadata log; a handler's task after
+an await) schedules one drain with `call_soon` on the loop captured once: one per loop
+pass, and none while a request or a drain runs, which drains it itself.
+
 A follower's idle session fetches still count as fetches for its lag (Kafka reads every
 session partition on every fetch and so calls updateFollowerFetchState for each): when a
 partition with nothing to report first changes, the follower's state is brought to the
@@ -34,7 +48,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Protocol
+from typing import Final, Protocol
 
 from broker.fetch_session import (
     CachedPartition,
@@ -53,13 +67,23 @@ from common.protocol.fetch import FetchPartition
 
 log = logging.getLogger(__name__)
 
+# Rounds of one drain (`run_pending`): round n wakes the fetches round n-1's reads made due. A
+# follower's read moves a HW, which is due only for consumers (KAFKA-9952), and a consumer's
+# read changes nothing, so an acks=all produce takes two (its followers, then consumers of the
+# HW their reads moved). Past the bound the rest waits for the next loop pass, so no chain of
+# wakes holds the loop.
+MAX_WAKE_ROUNDS: Final = 8
+
 
 class ParkedFetch(Protocol):
     """An incremental fetch waiting on its session (broker.handlers.fetch)."""
 
     def wake(self) -> None:
         """A partition of its session changed and is due: read what changed, then answer or
-        park again. Called in a loop pass of its own, never inside the change."""
+        park again. Called by `FetchSessions.run_pending`, never inside the change: after the
+        request that made it due has appended all it appends (in that request's own turn), or
+        in the next loop pass for a change outside any request. It may be done already (its
+        connection closed): it then does nothing."""
 
     def expire(self) -> None:
         """Its deadline (max_wait_ms): read what changed, and answer."""
@@ -87,6 +111,16 @@ class FetchSessions:
         # The replica manager's clock itself, not a method around it (read ~6 times per
         # acks=all produce at the leader: each follower fetch's context, change and mark)
         self.now_ms: Callable[[], int] = replicas.now_ms
+        # Fetches made due and not yet woken, in the order they became due (`run_pending`). A
+        # fetch is here or parked, never both: at most one entry per session (and per fetch)
+        # at a time.
+        self.pending_wakes: list[ParkedFetch] = []
+        # Requests whose synchronous part is running, plus a drain running: while > 0 a fetch
+        # made due waits for the drain at their end (the request handler's `run_pending`);
+        # at 0 a change schedules one (`_schedule_drain`).
+        self.requests_handling = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # captured at the first drain scheduled
+        self._drain_scheduled = False
         # How long a change on a partition led here waited for a follower's fetch to read it
         # (an append the follower must copy before an acks=all produce completes): /metrics.
         self.follower_fetch_wait = PauseHistogram()
@@ -136,9 +170,11 @@ class FetchSessions:
             if due:
                 parked = self._parked.pop(session.id, None)
                 if parked is not None:
-                    # in the next loop pass, as the task of an awaited event would resume: the
-                    # rest of this request (a produce's other partitions) is appended by then
-                    asyncio.get_running_loop().call_soon(self._wake, parked)
+                    # woken once the request making this change has appended all it appends
+                    # (a produce's other partitions): at its end, or a loop pass later
+                    self.pending_wakes.append(parked)
+                    if not self.requests_handling:
+                        self._schedule_drain()
 
     def take_changed(self, session: FetchSession) -> list[TopicPartition]:
         """The session's changed partitions, to read now. For a follower's session, how long
@@ -148,13 +184,67 @@ class FetchSessions:
         return session.take_changed()
 
     def park(self, session: FetchSession, fetch: ParkedFetch) -> None:
-        """`fetch.wake()` in a later loop pass once a partition of `session` is marked changed
-        and due (at once when one is). One fetch per session: a newer one takes the place of
-        an older, which then waits for its own deadline (`expire_at`)."""
+        """`fetch.wake()` once a partition of `session` is marked changed and due (when one is
+        already, at the next `run_pending`: the end of this request, or of this drain). One
+        fetch per session: a newer one takes the place of an older, which then waits for its
+        own deadline (`expire_at`)."""
         if session.due:
-            asyncio.get_running_loop().call_soon(self._wake, fetch)
+            self.pending_wakes.append(fetch)
+            if not self.requests_handling:
+                self._schedule_drain()
             return
         self._parked[session.id] = fetch
+
+    def run_pending(self) -> None:
+        """Wake the fetches made due, in order, and those their reads make due (a follower's
+        read moves a HW a consumer's fetch waits for), until none is left: Kafka's
+        tryCompleteActions. The request handler calls it when a request's synchronous part
+        ends, with no request's left running (`requests_handling` 0); a change outside any
+        request has it scheduled. A wake's failure is logged, as the loop logs a callback's,
+        and the rest are woken.
+
+        The loop ends: a fetch is pending or parked, never both (a session parks one), so a
+        round wakes each fetch at most once, and a round's reads make due only what a HW move
+        wakes (reads append nothing and move no log start or epoch; a follower is not due on
+        a HW move), so the chain is two rounds long; `MAX_WAKE_ROUNDS` bounds it anyway, and
+        what is left then goes to the next loop pass."""
+        pending = self.pending_wakes
+        self.requests_handling += 1  # what the wakes make due is drained here, not scheduled
+        try:
+            woken = 0
+            for _ in range(MAX_WAKE_ROUNDS):
+                end = len(pending)
+                while woken < end:  # this round: bounded by the fetches pending at its start
+                    fetch = pending[woken]
+                    woken += 1
+                    try:
+                        self._wake(fetch)
+                    except Exception:  # noqa: BLE001 - one fetch's bug: the others still wake
+                        log.exception("Waking a parked fetch failed")
+                if len(pending) == end:
+                    break
+            del pending[:woken]
+        finally:
+            self.requests_handling -= 1
+        if pending and not self.requests_handling:
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        """One `run_pending` in the next loop pass, unless one is scheduled (a change outside
+        any request). The loop is captured once (asyncio.get_running_loop() makes a getpid(2)
+        in CPython 3.11), again only when it is closed (a test's next asyncio.run)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+            self._drain_scheduled = False  # one scheduled on a loop now closed never runs
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self.pending_wakes:  # a request's end may have drained them first
+            self.run_pending()
 
     def expire_at(self, session: FetchSession, fetch: ParkedFetch, deadline_ms: int) -> None:
         """`fetch.expire()` at `deadline_ms` (the broker timers' clock), unless it is done by then."""
@@ -169,7 +259,7 @@ class FetchSessions:
             fetch.expire()
 
     def _wake(self, fetch: ParkedFetch) -> None:
-        """A parked fetch's turn after a due change: once it is answered (or given up) rather
+        """A pending fetch's wake (`run_pending`): once it is answered (or given up) rather
         than parked again, its deadline goes."""
         fetch.wake()
         if fetch.done():

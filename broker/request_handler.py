@@ -12,7 +12,9 @@ grouped by concern), and no codec; ApiVersions advertises from the same table. `
 request it cannot decode (the server closes that connection) and answers everything else,
 failures per partition as Kafka does. The synchronous prefix of a handler runs before the
 next request's (broker/server.py keeps that order): Produce appends there, and answers at
-once unless acks=all (`start` returns `Later` then).
+once unless acks=all (`start` returns `Later` then). At the end of that prefix `start` wakes
+the parked fetches the request made due (`FetchSessions.run_pending`, Kafka's
+tryCompleteActions): a produce's followers read all its partitions' appends in its own turn.
 
 Topic admin (CreateTopics, DeleteTopics, CreatePartitions, auto topic creation) goes to the
 controllers' admin HTTP API through a `TopicAdmin`; `HttpTopicAdmin` is the real one.
@@ -295,6 +297,9 @@ class RequestHandler:
         transactions.markers = MarkerSender(transactions, internal, client_id=f"broker-{broker_id}-txn-marker-sender")
         transactions.ensure_started()  # __transaction_state partitions load as soon as this broker leads them
         transaction_topic = transaction_state_topic(transactions, topic_admin, endpoint)
+        # Also the wakes every request drains at its end (`start`): held here, not looked up per request.
+        fetch_sessions = self._fetch_sessions = FetchSessions(
+            replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots"))
         self.context = BrokerContext(
             broker_id=broker_id, replicas=replica_manager, image=image_provider,
             advertised_listener=advertised_listener, listener_name=listener_name,
@@ -308,8 +313,7 @@ class RequestHandler:
             applied_offsets=applied_offsets,
             elections=HttpLeaderElections(controller_client) if controller_client is not None else None,
             reassignments=HttpPartitionReassignments(controller_client) if controller_client is not None else None,
-            fetch_sessions=FetchSessions(
-                replica_manager, max_entries=config.get_int("max.incremental.fetch.session.cache.slots")),
+            fetch_sessions=fetch_sessions,
             txn_verifier=TxnVerifier(internal,
                                      client_id=f"broker-{broker_id}-txn-verifier")
             if config.get_bool(VERIFICATION_ENABLE) else None)
@@ -342,27 +346,37 @@ class RequestHandler:
               principal: str = ANONYMOUS) -> list[Chunk] | None | Later[list[Chunk] | None]:
         """The response body chunks now (None: no response, Produce with acks=0), or `Later`
         when the handler must wait. ProtocolError when the request cannot be decoded."""
-        version = header.request_api_version
-        if header.request_api_key == API_VERSIONS_KEY \
-                and not is_supported(API_VERSIONS_KEY, version):  # an int: ApiKey.X is an Enum attribute lookup
-            # Kafka answers any ApiVersions version: a v0 body with UNSUPPORTED_VERSION and
-            # the list, so the client retries lower (librdkafka opens with v3).
-            response, answer_version = api_versions.answer_api_versions(version, ADVERTISED_API_VERSIONS)
-            low, high = IMPLEMENTED_VERSIONS[ApiKey.API_VERSIONS]
-            self.context.refusals.refused(  # a client newer than this broker: it retries lower
-                ClientInfo.of(header.client_id, client_host), f"ApiVersions v{version}",
-                int(ErrorCode.UNSUPPORTED_VERSION), f"this broker serves ApiVersions v{low}-v{high}")
-            return API_SPECS[ApiKey.API_VERSIONS].codec.encode(response, answer_version)
-        row = row_for(header)  # ProtocolError: the server closes the connection
-        request = row.codec.decode(body, version)
-        client = client_info(header.client_id, client_host, principal)  # principal: the listener's authenticator
-        if self.faults.installed:  # request faults a test installed (issue 33); otherwise this one branch
-            fault = self.faults.match(row.api_key, request, header.client_id,
-                                      lambda topic_id: fetch_topic_name(self.context.image(), topic_id))
-            if fault is not None:
-                return start_faulted(fault, row, request, version, client,
-                                     lambda served: self._serve(served, request, version, client))
-        return self._serve(row, request, version, client)
+        # Kafka's KafkaApis.handle `finally { replicaManager.tryCompleteActions() }`: fetches this
+        # request made due (a produce's followers) are woken once all of it is appended, in its
+        # own turn; while a request runs, a change only lists them (broker/fetch_sessions.py).
+        sessions = self._fetch_sessions
+        sessions.requests_handling += 1
+        try:
+            version = header.request_api_version
+            if header.request_api_key == API_VERSIONS_KEY \
+                    and not is_supported(API_VERSIONS_KEY, version):  # an int: ApiKey.X is an Enum attribute lookup
+                # Kafka answers any ApiVersions version: a v0 body with UNSUPPORTED_VERSION and
+                # the list, so the client retries lower (librdkafka opens with v3).
+                response, answer_version = api_versions.answer_api_versions(version, ADVERTISED_API_VERSIONS)
+                low, high = IMPLEMENTED_VERSIONS[ApiKey.API_VERSIONS]
+                self.context.refusals.refused(  # a client newer than this broker: it retries lower
+                    ClientInfo.of(header.client_id, client_host), f"ApiVersions v{version}",
+                    int(ErrorCode.UNSUPPORTED_VERSION), f"this broker serves ApiVersions v{low}-v{high}")
+                return API_SPECS[ApiKey.API_VERSIONS].codec.encode(response, answer_version)
+            row = row_for(header)  # ProtocolError: the server closes the connection
+            request = row.codec.decode(body, version)
+            client = client_info(header.client_id, client_host, principal)  # principal: the listener's authenticator
+            if self.faults.installed:  # request faults a test installed (issue 33); otherwise this one branch
+                fault = self.faults.match(row.api_key, request, header.client_id,
+                                          lambda topic_id: fetch_topic_name(self.context.image(), topic_id))
+                if fault is not None:
+                    return start_faulted(fault, row, request, version, client,
+                                         lambda served: self._serve(served, request, version, client))
+            return self._serve(row, request, version, client)
+        finally:
+            sessions.requests_handling -= 1
+            if sessions.pending_wakes and not sessions.requests_handling:  # per request: this test alone
+                sessions.run_pending()
 
     def _serve(self, row: ApiRow, request: Any, version: int,
                client: ClientInfo) -> list[Chunk] | None | Later[list[Chunk] | None]:
