@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker.fetch_sessions import FetchSessions
+from broker.fetch_sessions import MAX_WAKE_ROUNDS, FetchSessions
 from broker.handlers.fetch_partitions import size_of
 from broker.log.log_manager import LogManager
 from broker.replica_manager import ReplicaManager
@@ -195,3 +195,49 @@ async def test_a_change_outside_any_request_wakes_in_the_next_loop_pass_by_one_d
     assert seen == [[False, False], [False, False], [True, True]]
     assert len(scheduled) == 1
     assert [records(p) for p in parked] == [BOTH, BOTH]
+
+
+class Restless:
+    """A parked fetch whose wake parks it again on its session while the session is still due
+    (the shape of a bug, or a change every read makes), until it has been woken `limit` times."""
+
+    def __init__(self, sessions: FetchSessions, session_id: int, limit: int, *, fail: bool = False) -> None:
+        session = sessions.cache.get(session_id)
+        assert session is not None
+        self.sessions, self.session, self.limit, self.fail = sessions, session, limit, fail
+        self.wakes = 0
+
+    def wake(self) -> None:
+        self.wakes += 1
+        if self.fail:
+            raise RuntimeError("a parked fetch's bug")
+        if self.wakes < self.limit:
+            self.sessions.park(self.session, self)
+
+    def expire(self) -> None:
+        pass
+
+    def done(self) -> bool:
+        return self.wakes >= self.limit
+
+
+async def test_a_chain_of_wakes_is_bounded_per_turn_and_the_rest_waits_a_loop_pass(leader) -> None:
+    """A fetch its every wake makes due again is woken MAX_WAKE_ROUNDS times in the produce's
+    turn, which then ends; the rest is woken in the next loop pass."""
+    handler, _, sessions = leader
+    restless = Restless(sessions, open_session(handler, FOLLOWER, {0: 0, 1: 0}), 3 * MAX_WAKE_ROUNDS)
+    sessions.park(restless.session, restless)
+    send_produce(handler, 1)
+    assert restless.wakes == MAX_WAKE_ROUNDS and sessions.pending_wakes == [restless]
+    await asyncio.sleep(0)  # the drain scheduled for the rest runs before this task resumes
+    assert restless.wakes == 2 * MAX_WAKE_ROUNDS
+
+
+async def test_a_wake_that_fails_is_logged_and_the_others_still_wake(leader, caplog) -> None:
+    handler, _, sessions = leader
+    failing = Restless(sessions, open_session(handler, FOLLOWER, {0: 0, 1: 0}), 1, fail=True)
+    sessions.park(failing.session, failing)
+    parked = park(handler, FOLLOWER, open_session(handler, FOLLOWER, {0: 0, 1: 0}), 1)
+    assert send_produce(handler, 1) is not None  # the produce is answered: the failure is not its
+    assert failing.wakes == 1 and answer_of(parked).done() and records(parked) == BOTH
+    assert "Waking a parked fetch failed" in caplog.text
