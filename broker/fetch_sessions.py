@@ -26,7 +26,7 @@ partitions) must be appended before it reads. It goes on a list of pending wakes
 `run_pending` drains, as Kafka's ReplicaManager puts the delayed-operation checks of an
 append on its `actionQueue` and KafkaApis.handle's `finally` runs `tryCompleteActions()`
 once the request is handled: the request handler calls it when a request's synchronous part
-ends (`requests_handling` counts the requests in it), in that request's own turn, so a
+ends (`in_request` is set while it runs), in that request's own turn, so a
 follower's fetch woken by an acks=all produce reads the produce's appends with no loop pass,
 handle or `get_running_loop()` (a getpid(2) in CPython 3.11) in between. A change outside
 any request (a timer: ISR expiry, a deadline; the replica fetcher's appends on a follower,
@@ -112,13 +112,14 @@ class FetchSessions:
         # acks=all produce at the leader: each follower fetch's context, change and mark)
         self.now_ms: Callable[[], int] = replicas.now_ms
         # Fetches made due and not yet woken, in the order they became due (`run_pending`). A
-        # fetch is here or parked, never both: at most one entry per session (and per fetch)
-        # at a time.
+        # fetch is here or parked, never both.
         self.pending_wakes: list[ParkedFetch] = []
-        # Requests whose synchronous part is running, plus a drain running: while > 0 a fetch
-        # made due waits for the drain at their end (the request handler's `run_pending`);
-        # at 0 a change schedules one (`_schedule_drain`).
-        self.requests_handling = 0
+        # A request's synchronous part (the request handler's `start`) or a drain is running: a
+        # fetch made due then waits for the drain at its end; otherwise a change schedules one
+        # (`_schedule_drain`). A flag, not a count: `start` is never entered again from inside
+        # itself or a drain (a wake answers fetches; it starts no request), and setting a bool
+        # is the cheapest thing to do per request (~13 bytecodes a request, drain test included).
+        self.in_request = False
         self._loop: asyncio.AbstractEventLoop | None = None  # captured at the first drain scheduled
         self._drain_scheduled = False
         # How long a change on a partition led here waited for a follower's fetch to read it
@@ -173,7 +174,7 @@ class FetchSessions:
                     # woken once the request making this change has appended all it appends
                     # (a produce's other partitions): at its end, or a loop pass later
                     self.pending_wakes.append(parked)
-                    if not self.requests_handling:
+                    if not self.in_request:
                         self._schedule_drain()
 
     def take_changed(self, session: FetchSession) -> list[TopicPartition]:
@@ -190,7 +191,7 @@ class FetchSessions:
         own deadline (`expire_at`)."""
         if session.due:
             self.pending_wakes.append(fetch)
-            if not self.requests_handling:
+            if not self.in_request:
                 self._schedule_drain()
             return
         self._parked[session.id] = fetch
@@ -199,9 +200,8 @@ class FetchSessions:
         """Wake the fetches made due, in order, and those their reads make due (a follower's
         read moves a HW a consumer's fetch waits for), until none is left: Kafka's
         tryCompleteActions. The request handler calls it when a request's synchronous part
-        ends, with no request's left running (`requests_handling` 0); a change outside any
-        request has it scheduled. A wake's failure is logged, as the loop logs a callback's,
-        and the rest are woken.
+        ends (`in_request` cleared); a change outside any request has it scheduled. A wake's
+        failure is logged, as the loop logs a callback's, and the rest are woken.
 
         The loop ends: a fetch is pending or parked, never both (a session parks one), so a
         round wakes each fetch at most once, and a round's reads make due only what a HW move
@@ -209,7 +209,7 @@ class FetchSessions:
         a HW move), so the chain is two rounds long; `MAX_WAKE_ROUNDS` bounds it anyway, and
         what is left then goes to the next loop pass."""
         pending = self.pending_wakes
-        self.requests_handling += 1  # what the wakes make due is drained here, not scheduled
+        self.in_request = True  # what the wakes make due is drained here, not scheduled
         try:
             woken = 0
             for _ in range(MAX_WAKE_ROUNDS):
@@ -225,8 +225,8 @@ class FetchSessions:
                     break
             del pending[:woken]
         finally:
-            self.requests_handling -= 1
-        if pending and not self.requests_handling:
+            self.in_request = False
+        if pending:  # past MAX_WAKE_ROUNDS
             self._schedule_drain()
 
     def _schedule_drain(self) -> None:

@@ -350,7 +350,7 @@ class RequestHandler:
         # request made due (a produce's followers) are woken once all of it is appended, in its
         # own turn; while a request runs, a change only lists them (broker/fetch_sessions.py).
         sessions = self._fetch_sessions
-        sessions.requests_handling += 1
+        sessions.in_request = True
         try:
             version = header.request_api_version
             if header.request_api_key == API_VERSIONS_KEY \
@@ -374,8 +374,8 @@ class RequestHandler:
                                          lambda served: self._serve(served, request, version, client))
             return self._serve(row, request, version, client)
         finally:
-            sessions.requests_handling -= 1
-            if sessions.pending_wakes and not sessions.requests_handling:  # per request: this test alone
+            sessions.in_request = False
+            if sessions.pending_wakes:  # per request: this test alone
                 sessions.run_pending()
 
     def _serve(self, row: ApiRow, request: Any, version: int,
