@@ -629,11 +629,8 @@ class MetadataFollower:
             logger.error("Broker %d: %s", self.settings.broker_id, exc)
 
 
-def fatal_error_summary(exc: BaseException | None) -> str:
-    """One line for the operator about what ended the follower: every leaf error of an
-    ExceptionGroup (the TaskGroup wraps them) as `Type: message (at module:line)`, not the group's repr."""
-    if exc is None:
-        return "it returned without an error"
+def _leaf_errors(exc: BaseException) -> list[BaseException]:
+    """Every leaf error of an ExceptionGroup (the TaskGroup wraps them), at most MAX_FATAL_ERRORS_SHOWN."""
     leaves: list[BaseException] = []
     pending = [exc]
     while pending and len(leaves) < MAX_FATAL_ERRORS_SHOWN:  # a group is finite; shown errors are bounded
@@ -642,11 +639,29 @@ def fatal_error_summary(exc: BaseException | None) -> str:
             pending[:0] = list(current.exceptions)
         else:
             leaves.append(current)
+    return leaves
+
+
+def _operator_facing(exc: BaseException) -> bool:
+    return bool(getattr(exc, "operator_facing", False))
+
+
+def is_operator_matter(exc: BaseException | None) -> bool:
+    """Whether what ended the follower is the operator's to fix (a setting, a log written by a
+    newer build), not a bug: every leaf error says so."""
+    return exc is not None and all(map(_operator_facing, _leaf_errors(exc)))
+
+
+def fatal_error_summary(exc: BaseException | None) -> str:
+    """One line for the operator about what ended the follower: every leaf error of an
+    ExceptionGroup (the TaskGroup wraps them) as `Type: message (at module:line)`, not the group's repr."""
+    if exc is None:
+        return "it returned without an error"
     parts = []
-    for leaf in leaves:
+    for leaf in _leaf_errors(exc):
         frames = traceback.extract_tb(leaf.__traceback__)
         where = f" (at {Path(frames[-1].filename).stem}:{frames[-1].lineno})" if frames else ""
-        if getattr(leaf, "operator_facing", False):  # the operator's matter, not a bug: no code location
+        if _operator_facing(leaf):  # the operator's matter, not a bug: no code location
             where = ""
         parts.append(f"{type(leaf).__name__}: {leaf}{where}")
     return "; ".join(parts)

@@ -52,7 +52,7 @@ from broker.log.cleaner_manager import (
 from broker.log.log_manager import LogManager
 from broker.log.segment_files import segment_file_families
 from broker.metadata_checkpoint import load_checkpoint
-from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary
+from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary, is_operator_matter
 from broker.replica_manager import ReplicaManager
 from broker.replication.fetcher_manager import ReplicaFetcherManager
 from broker.replication.fetcher_state import FetcherSettings
@@ -290,8 +290,9 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         if follower_task.done() and not follower_task.cancelled():
             fatal = True
             error = follower_task.exception()
-            logger.error("Broker %d: the metadata follower stopped on an unexpected error, so the broker stops: %s",
-                         broker_id, fatal_error_summary(error))
+            why = "cannot run" if is_operator_matter(error) else \
+                "the metadata follower stopped on an unexpected error, so the broker stops"
+            logger.error("Broker %d: %s: %s", broker_id, why, fatal_error_summary(error))
             logger.debug("Broker %d: the metadata follower's error in full", broker_id, exc_info=error)
         else:
             await _controlled_shutdown(follower, follower_task, settings)

@@ -124,3 +124,4 @@ def test_a_broker_logs_a_level_it_does_not_implement_and_does_not_start_on_it(tm
         assert len(lines) == 1, run[-3000:]
         assert "finalizes transaction.version 3 (this build supports 0-2). A controller of a newer build" in lines[0]
         assert "(at " not in lines[0]  # the operator's matter, not a bug: no code location
+        assert "cannot run: UnsupportedFeatureLevelError" in lines[0] and "unexpected" not in lines[0]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from broker.follower_settings import FollowerSettings
-from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary
+from broker.metadata_follower import UnsupportedFeatureLevelError
+from broker.metadata_follower_loop import MetadataFollower, fatal_error_summary, is_operator_matter
 from shutdown.broker_lifecycle import BrokerState, LifecycleEvent
 
 
@@ -69,6 +70,18 @@ def test_the_fatal_line_names_each_error_of_the_task_group_not_the_group():
     assert "OSError: [Errno 24] Too many open files (at test_metadata_follower_stop:" in line
     assert "ValueError: bad record (at test_metadata_follower_stop:" in line
     assert fatal_error_summary(None) == "it returned without an error"
+
+
+def test_the_broker_names_an_operators_matter_as_one_and_a_bug_as_a_bug():
+    """broker/node.py opens its fatal line with "cannot run" only when every error that ended the
+    follower is the operator's to fix (a feature level this build lacks); anything else beside it
+    is a bug and keeps the "unexpected error" opening."""
+    refused = UnsupportedFeatureLevelError("finalizes transaction.version 3 (this build supports 0-2)")
+    assert is_operator_matter(refused)
+    assert is_operator_matter(ExceptionGroup("follower", [refused]))
+    assert not is_operator_matter(ExceptionGroup("follower", [refused, ValueError("bad record")]))
+    assert not is_operator_matter(OSError(24, "Too many open files"))
+    assert not is_operator_matter(None)
 
 
 def test_a_node_that_answers_clients_late_asks_to_be_unfenced_only_once_it_does(tmp_path):
