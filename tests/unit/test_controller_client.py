@@ -145,8 +145,11 @@ async def test_the_fetch_stream_goes_to_the_active_controller_once_per_term(cont
         return None if stalling["now"] else names_active(name, body)
     follower, second, third = await controllers(names_active, leader, names_active)
     active["address"] = second.address
+    # The servers share the client's loop: a loop held longer than the timeout (a full collection
+    # late in the unit suite) fires the client's deadline before the server's handler runs, and
+    # the fetch leaves a leader that did not stall. 1 s, not 0.3: the stall phase waits it once.
     async with ControllerClient([follower.address, second.address, third.address],
-                                liveness_timeout=0.3) as client:
+                                liveness_timeout=1.0) as client:
         await client.fetch_metadata(0, max_wait_ms=0)
         assert follower.calls == ["metadata-fetch"]
         await client.fetch_metadata(0, max_wait_ms=0)
