@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from broker.log.log_manager import CLEAN_SHUTDOWN_FILE
+from common.waiting import WaitTimeout
+from localcluster.node_process import held_by
 from tests.integration.cluster_fixtures import http, spawn_node, wait_until
 from localcluster.launcher import LocalCluster, free_ports
 
@@ -61,7 +63,11 @@ def test_broker_stops_within_the_timeout_when_no_controller_answers(cluster: Loc
         controller.send(signal.SIGSTOP)
     started = time.monotonic()
     node.send(signal.SIGTERM)
-    wait_until("broker 4 to exit", lambda: not node.running(), timeout_s=EXIT_BOUND_S + 5)
+    try:
+        wait_until("broker 4 to exit", lambda: not node.running(), timeout_s=EXIT_BOUND_S + 5)
+    except WaitTimeout:  # say where it is held: its threads in the kernel and its last lines
+        pytest.fail(f"broker {BROKER} did not exit {EXIT_BOUND_S + 5:g} s after SIGTERM; its threads: "
+                    f"{held_by(node.pid)}\n{node.log_tail()}")
     elapsed = time.monotonic() - started
     print(f"broker {BROKER}: SIGTERM -> exit in {elapsed * 1000:.0f} ms with every controller paused "
           f"(controlled.shutdown.timeout.ms={TIMEOUT_MS})")

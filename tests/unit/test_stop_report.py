@@ -51,9 +51,13 @@ def test_the_threads_still_in_the_kernel_are_named_with_their_state_and_wchan() 
     try:
         wait_until("the thread to wait", lambda: Path(f"/proc/self/task/{waiting.native_id}/stat").read_text()
                    .rpartition(")")[2][1] == "S", 10)
-        held = held_by(os.getpid())
+        # read until it shows the thread in its futex: a scan of a process with many threads (late
+        # in the unit suite) can catch the waiter between its stat and its wchan being read
+        def names_the_waiter() -> str | None:
+            text = held_by(os.getpid())
+            return text if f"thread {waiting.native_id} S in futex" in text else None
+        held = wait_until("held_by to name the waiting thread in its futex", names_the_waiter, 10)
         assert f"thread {os.getpid()} R" in held  # this one, running: no wchan
-        assert f"thread {waiting.native_id} S in futex" in held, held
     finally:
         release.set()
         waiting.join()
