@@ -132,16 +132,22 @@ def librdkafka_version(binary: Path) -> str:
     return f"{out['runtime']} (headers {out['headers']}, {out['library']})"
 
 
-def _run(binary: Path, args: list[str], *, count_requests: bool = False) -> LoadResult:
-    """One loadgen run. `count_requests` adds debug=protocol to its config (LOADGEN_CONFIG's
-    lines kept): one stderr line per request sent and one per response, a few thousand lines in
-    a bulk phase; not for a phase of one request per record."""
+def _run(binary: Path, args: list[str], *, count_requests: bool = False,
+         settings: dict[str, str] | None = None) -> LoadResult:
+    """One loadgen run. `settings` are librdkafka settings over the loadgen's defaults, and
+    `count_requests` adds debug=protocol (LOADGEN_CONFIG's lines kept, these after them): one
+    stderr line per request sent and one per response, a few thousand lines in a bulk phase; not
+    for a phase of one request per record."""
+    extra = dict(settings or {})
+    if count_requests:
+        extra["debug"] = "protocol"
     with tempfile.TemporaryDirectory(prefix="loadgen-") as work:
         env = None
-        if count_requests:
+        if extra:
             config = Path(work) / "config"
             given = os.environ.get("LOADGEN_CONFIG")
-            config.write_text((Path(given).read_text() + "\n" if given else "") + "debug=protocol\n")
+            config.write_text((Path(given).read_text() + "\n" if given else "")
+                              + "".join(f"{key}={value}\n" for key, value in extra.items()))
             env = {**os.environ, "LOADGEN_CONFIG": str(config)}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         # stderr to a file, read after the exit: a pipe would wake this process for every line
@@ -169,10 +175,13 @@ def _run(binary: Path, args: list[str], *, count_requests: bool = False) -> Load
 
 
 def produce(binary: Path, bootstrap: str, topic: str, *, records: int, value_bytes: int, partitions: int,
-            acks: str, linger_ms: int, rate: int = 0, warmup: int = 0, count_requests: bool = False) -> LoadResult:
-    """Produce `records` (record i to partition i % partitions); `rate` > 0 paces and times each record."""
+            acks: str, linger_ms: int, rate: int = 0, warmup: int = 0, count_requests: bool = False,
+            idempotent: bool | None = None) -> LoadResult:
+    """Produce `records` (record i to partition i % partitions); `rate` > 0 paces and times each record.
+    `idempotent` None: idempotent exactly when acks=all (Kafka's clients' default)."""
+    settings = {} if idempotent is None else {"enable.idempotence": "true" if idempotent else "false"}
     return _run(binary, ["produce", bootstrap, topic, str(records), str(value_bytes), str(partitions), acks,
-                         str(linger_ms), str(rate), str(warmup)], count_requests=count_requests)
+                         str(linger_ms), str(rate), str(warmup)], count_requests=count_requests, settings=settings)
 
 
 def consume(binary: Path, bootstrap: str, topic: str, *, records: int, partitions: int,

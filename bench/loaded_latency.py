@@ -366,14 +366,16 @@ def print_requests(before: Mapping[int, Mapping[str, float]], after: Mapping[int
     return rates
 
 
-def _produce_canary(binary: Path, bootstrap: str, rate: int, seconds: float, *, fifo: bool) -> c_client.LoadResult:
+def _produce_canary(binary: Path, bootstrap: str, rate: int, seconds: float, *, fifo: bool,
+                    idempotent: bool) -> c_client.LoadResult:
     """The canary producer, run from a thread of its own when `fifo`: that thread's SCHED_FIFO
     policy is inherited by the loadgen process it starts (as `chrt -f 1` would)."""
     total = int(rate * seconds)
 
     def call() -> c_client.LoadResult:
         return c_client.produce(binary, bootstrap, CANARY_TOPIC, records=total, value_bytes=100, partitions=1,
-                                acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE)
+                                acks="all", linger_ms=0, rate=rate, warmup=total // WARMUP_SHARE,
+                                idempotent=idempotent)
     if not fifo:
         return call()
     out: dict[str, c_client.LoadResult | BaseException] = {}
@@ -394,7 +396,7 @@ def _produce_canary(binary: Path, bootstrap: str, rate: int, seconds: float, *, 
     return result
 
 
-def canary(bench: Bench, binary: Path, rate: int, seconds: float, *, fifo: bool = False
+def canary(bench: Bench, binary: Path, rate: int, seconds: float, *, fifo: bool = False, idempotent: bool = True
            ) -> tuple[c_client.LoadResult, list[dict[str, Any]], OsSampler, list[dict[str, Any]], BoxSampler,
                       dict[int, dict[str, float]]]:
     requests = bench.request_counts()
@@ -404,7 +406,7 @@ def canary(bench: Bench, binary: Path, rate: int, seconds: float, *, fifo: bool 
     box.start()
     sampler.start()
     try:
-        result = _produce_canary(binary, bench.bootstrap, rate, seconds, fifo=fifo)
+        result = _produce_canary(binary, bench.bootstrap, rate, seconds, fifo=fifo, idempotent=idempotent)
     finally:
         sampler.stop()
         box.stop()
@@ -458,7 +460,8 @@ class Load:
         self.threads = [
             threading.Thread(target=self._run, name="load-produce", daemon=True, args=("produce", lambda: c_client.produce(
                 binary, bench.bootstrap, LOAD_TOPIC, records=self.records, value_bytes=args.load_value_bytes,
-                partitions=partitions, acks="all", linger_ms=LOAD_LINGER_MS, rate=self.rate))),
+                partitions=partitions, acks="all", linger_ms=LOAD_LINGER_MS, rate=self.rate,
+                idempotent=args.idempotence == "on"))),
             threading.Thread(target=self._run, name="load-consume", daemon=True, args=("consume", lambda: c_client.consume(
                 binary, bench.bootstrap, LOAD_TOPIC, records=self.records, partitions=partitions, group=LOAD_GROUP))),
         ]
@@ -496,6 +499,10 @@ def mb_s(result: c_client.LoadResult | None) -> float | None:
 PERCENTILES: Final = ("p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 
+def idempotence(args: argparse.Namespace) -> str:
+    return "idempotent " if args.idempotence == "on" else "not idempotent, "
+
+
 def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_s: float, leader: int, *,
                   fifo: bool) -> dict[str, Any]:
     """The canary beside the load at `load_mb_s`; with `fifo`, every broker thread and the canary
@@ -503,7 +510,8 @@ def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_
     clients or other work, so the tail left is the brokers' own (and the wire's, the canary's)."""
     load = Load(bench, binary, args, load_mb_s)
     label = f"loaded {load_mb_s:g} MB/s" + (", brokers + canary SCHED_FIFO" if fifo else "")
-    print(f"\n{label}: {load.rate:,} records/s x {args.load_value_bytes} B (acks=all, linger.ms={LOAD_LINGER_MS}) "
+    print(f"\n{label}: {load.rate:,} records/s x {args.load_value_bytes} B ({idempotence(args)}acks=all, "
+          f"linger.ms={LOAD_LINGER_MS}) "
           f"into {LOAD_TOPIC} ({args.load_partitions} partitions RF=3), a consumer group ({LOAD_GROUP}) reading it"
           + (f"; both pinned to CPUs {sorted(load.cpus)}" if load.cpus else "")
           + (f"; both at nice {load.nice}" if load.nice else ""), flush=True)
@@ -512,7 +520,7 @@ def loaded_window(bench: Bench, binary: Path, args: argparse.Namespace, load_mb_
         load.start()
         threading.Event().wait(LOAD_HEAD_START_S)
         result, sources, os_sampler, box_rows, box, rates = canary(bench, binary, args.canary_rate, args.seconds,
-                                                                   fifo=fifo)
+                                                                   fifo=fifo, idempotent=args.idempotence == "on")
     print_sources(label, sources)
     print_os(os_rows(os_sampler), os_sampler)
     cost = leader_cost(os_rows(os_sampler), rates, leader)
@@ -586,9 +594,10 @@ def run(bench: Bench, binary: Path, args: argparse.Namespace) -> dict[str, Any]:
     print(f"canary leader: broker {leader} (its acks=all wait is the canary's); load leaders by broker: "
           + ", ".join(f"{b} {role}" for b, role in sorted(bench.roles(LOAD_TOPIC).items())))
     print("broker pids (for py-spy): " + ", ".join(f"{b} pid {bench.pid(b)}" for b in bench.broker_ids), flush=True)
-    print(f"\ncanary: idempotent acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
+    print(f"\ncanary: {idempotence(args)}acks=all, linger.ms=0, {args.canary_rate} records/s x 100 B for {args.seconds:g} s "
           f"into {CANARY_TOPIC} (RF=3, min.insync.replicas=2), C load generator")
-    result, sources, os_sampler, box_rows, box, rates = canary(bench, binary, args.canary_rate, args.seconds)
+    result, sources, os_sampler, box_rows, box, rates = canary(bench, binary, args.canary_rate, args.seconds,
+                                                               idempotent=args.idempotence == "on")
     print_sources("alone", sources)
     print_os(os_rows(os_sampler), os_sampler)
     cost = leader_cost(os_rows(os_sampler), rates, leader)
@@ -627,6 +636,12 @@ def main() -> None:
                         help="after each loaded window a second one at the same load with every broker thread and "
                              "the canary at SCHED_FIFO (root): the brokers' own tail; the difference is their wait "
                              "for a core")
+    parser.add_argument("--idempotence", choices=("on", "off"), default="on",
+                        help="the canary and the load producer idempotent (on: Kafka's clients' default) or not "
+                             "(librdkafka's own default). librdkafka's idempotent producer holds a partition's next "
+                             "request while 5 or more of its records wait for an answer, and polls without sleeping "
+                             "meanwhile once that request is due: beside slow acks=all answers each producer then "
+                             "takes most of a core")
     parser.add_argument("--load-partitions", type=int, default=6)
     parser.add_argument("--load-value-bytes", type=int, default=1000)
     parser.add_argument("--load-cpus", type=lambda text: [int(c) for c in text.split(",")], default=None,

@@ -133,3 +133,15 @@ def test_sendfile_sender_keeps_every_sample(tmp_path: Path) -> None:
     assert len(floor.samples_s_per_gb) == 3 and list(floor.samples_s_per_gb) == sorted(floor.samples_s_per_gb)
     assert floor.cpu_s / (floor.payload_bytes / loopback_floors.GB) == pytest.approx(floor.samples_s_per_gb[1])
     assert not list(tmp_path.iterdir())  # the file is removed
+
+
+def test_idempotence_set_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the loadgen applies LOADGEN_CONFIG after its defaults, so a setting here overrides
+    # its idempotent-when-acks=all default
+    monkeypatch.delenv("LOADGEN_CONFIG", raising=False)
+    binary = fake_loadgen(tmp_path)
+    c_client.produce(binary, "b:1", "t", records=10, value_bytes=100, partitions=1, acks="all", linger_ms=0)
+    assert not (tmp_path / "config.seen").exists()
+    c_client.produce(binary, "b:1", "t", records=10, value_bytes=100, partitions=1, acks="all", linger_ms=0,
+                     idempotent=False, count_requests=True)
+    assert (tmp_path / "config.seen").read_text().split() == ["enable.idempotence=false", "debug=protocol"]
