@@ -78,6 +78,7 @@ from common.properties import load_properties
 from common.prometheus import exposition
 from common.protocol.primitives import ProtocolError
 from common.stall_probe import StallProbe
+from common.task_stop import cancel_and_wait
 from common.log_config import LogConfig, from_broker_config
 from common.units import SECOND_MS
 from metadata.codec import Listener
@@ -306,9 +307,7 @@ async def run_broker(settings: BrokerSettings, config: Config) -> int:
         for key in periodic:  # log maintenance stops where its task was cancelled
             timers.cancel(key)
         replicas.stop_isr_expiration()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, owner=f"Broker {broker_id}")
         if handler is not None:
             await handler.close()
         timers.close()  # no periodic job runs past here

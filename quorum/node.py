@@ -39,6 +39,7 @@ from common.file_limits import raise_open_file_limit
 from common.limits import READ_SIZE
 from common.log_setup import setup_logging
 from common.properties import load_properties
+from common.task_stop import cancel_and_wait
 from common.units import MIB, SECONDS
 from metadata.codec import MetadataRecordError
 from metadata.image import MetadataImage
@@ -267,9 +268,7 @@ async def run_node(settings: QuorumSettings, *, control: bool = True, api: ApiSe
         logger.info("Stopping controller %d", settings.node_id)
         if server is not None:  # first: no new decisions while the controller stops
             await server.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks, owner=f"Controller {settings.node_id}")
         log.close()
     fatal = log.fatal_error()
     logger.info("Controller %d stopped%s", settings.node_id,
