@@ -1,7 +1,7 @@
 """Latency under load (issue 35, goal 2): a canary producer's tail while other traffic runs, and where it comes from.
 
 One cluster as bench/replication.py runs it (controller 1, brokers 2-4 on loopback). A canary
-producer (the C load generator: idempotent, acks=all, linger.ms=0) writes `--canary-rate`
+producer (the C load generator: idempotent unless --idempotence off, acks=all, linger.ms=0) writes `--canary-rate`
 records/s into a one-partition RF=3 topic (min.insync.replicas=2), twice for `--seconds`:
 
 1. alone: the baseline, in the same run;
